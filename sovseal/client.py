@@ -1,0 +1,386 @@
+"""``Sovseal`` and ``AsyncSovseal``: the public API (DESIGN.md §7).
+
+The client ties the durable store to the embedder and the vector index and holds the one
+piece of per-handle state, the current branch. It validates every argument before anything
+is written, so bad input raises a typed error and leaves the store as it was.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import os
+import threading
+from collections import defaultdict
+from collections.abc import Callable, Sequence
+from datetime import UTC, datetime
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from .entries import make_entry, memory_text
+from .errors import IntegrityError, InvalidInputError, StoreClosedError
+from .frames import Op
+from .index import VectorIndex
+from .keys import coerce_key, load_master_key
+from .models import LogEntry, Memory, Status, StoreResult, VerifyReport
+from .store import DEFAULT_BRANCH, LocalStore, Opened
+
+EmbedFn = Callable[[Sequence[str]], Any]
+EVENTS = ("replication-error", "replicated")
+
+
+def default_home() -> Path:
+    return Path(os.environ.get("SOVSEAL_HOME") or Path.home() / ".sovseal")
+
+
+def _dt(ts: float | None) -> datetime | None:
+    return None if ts is None else datetime.fromtimestamp(ts, UTC)
+
+
+class Sovseal:
+    """A local-first, encrypted, lineage-tracked memory store.
+
+    ``path`` is the store directory (default ``$SOVSEAL_HOME`` or ``~/.sovseal``). ``key`` is the
+    32-byte master key or its exported text; without it the key comes from the OS keychain (or
+    the key file when ``SOVSEAL_KEY_FALLBACK=file``). ``embedder`` is any ``embed(texts) ->
+    vectors`` callable; the default is the on-device all-MiniLM-L6-v2.
+    """
+
+    def __init__(
+        self,
+        path: str | os.PathLike[str] | None = None,
+        *,
+        key: bytes | str | None = None,
+        branch: str = DEFAULT_BRANCH,
+        embedder: EmbedFn | None = None,
+        lock_timeout: float = 10.0,
+    ) -> None:
+        self.path = Path(path) if path is not None else default_home()
+        if key is not None:
+            master, self.key_backend = coerce_key(key), "explicit"
+        else:
+            master, self.key_backend = load_master_key(self.path)
+        self._store = LocalStore(self.path, master, lock_timeout=lock_timeout)
+        self._store.branch(branch)  # an unknown branch fails here, not on first use
+        self.branch = branch
+        self._embedder = embedder
+        self._index: VectorIndex | None = None
+        self._index_lock = threading.Lock()
+        self._listeners: dict[str, list[Callable[..., None]]] = defaultdict(list)
+
+    # -- lifecycle -----------------------------------------------------------------------
+
+    def ready(self) -> None:
+        """Load and warm the embedder and open the vector index, so the first call is fast."""
+        embedder = self._embed_fn()
+        warm = getattr(embedder, "ready", None)
+        if callable(warm):
+            warm()
+        self._vector_index()
+
+    def close(self) -> None:
+        if self._store.closed:
+            return
+        with self._index_lock:
+            if self._index is not None:
+                self._index.close()
+        self._store.close()
+
+    def __enter__(self) -> Sovseal:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+    def on(self, event: str, callback: Callable[..., None]) -> None:
+        """Register a callback for an event (``replication-error``, ``replicated``)."""
+        if event not in EVENTS:
+            raise InvalidInputError(f"unknown event {event!r}; events are {', '.join(EVENTS)}")
+        self._listeners[event].append(callback)
+
+    def _emit(self, event: str, *args: object) -> None:
+        for callback in list(self._listeners[event]):
+            callback(*args)
+
+    # -- embedding and indexing ----------------------------------------------------------
+
+    def _embed_fn(self) -> EmbedFn:
+        if self._embedder is None:
+            from .embed import Embedder
+
+            self._embedder = Embedder()
+        return self._embedder
+
+    def _embed(self, texts: Sequence[str]) -> np.ndarray:
+        vectors = np.asarray(self._embed_fn()(list(texts)), dtype=np.float32)
+        if vectors.ndim != 2 or vectors.shape[0] != len(texts):
+            raise InvalidInputError(f"the embedder returned shape {vectors.shape} for {len(texts)} texts")
+        norms = np.linalg.norm(vectors, axis=1, keepdims=True)
+        return vectors / np.where(norms == 0, 1, norms)
+
+    def _vector_index(self, dim: int | None = None) -> VectorIndex:
+        with self._index_lock:
+            if self._index is None:
+                if dim is None:
+                    dim = int(self._embed(["dimension probe"]).shape[1])
+                self._index = VectorIndex(self.path / "index", dim)
+            return self._index
+
+    def _check_open(self) -> None:
+        if self._store.closed:
+            raise StoreClosedError("this Sovseal was closed; open a new one")
+
+    # -- writing -------------------------------------------------------------------------
+
+    def store(
+        self,
+        path: str,
+        payload: Any,
+        *,
+        metadata: dict[str, Any] | None = None,
+        type: str = "semantic",
+        provenance: str = "explicit",
+        parent: str | None = None,
+    ) -> StoreResult:
+        """Store ``payload`` at ``path``: durable on disk before this returns.
+
+        Storing the value a path already shows at HEAD appends nothing; it reinforces that memory.
+        ``parent`` overrides HEAD as the new snapshot's parent (the branch's HEAD moves to it).
+        """
+        self._check_open()
+        entry = make_entry("store", path, payload, metadata=metadata, type=type, provenance=provenance)
+        entry.canonical()  # reject non-JSON and oversized input before any embedding work
+        vector = self._embed([memory_text(entry)])
+        appended = self._store.append(self.branch, entry, parent=parent)
+        if not appended.reinforced:
+            self._vector_index(vector.shape[1]).add([appended.node.idx], vector)
+        return StoreResult(appended.snapshot_id, replicated=appended.node.acked, reinforced=appended.reinforced)
+
+    def delete(self, path: str) -> StoreResult:
+        """Append a tombstone: ``path`` stops being visible; its history stays in the lineage."""
+        self._check_open()
+        entry = make_entry("delete", path)
+        appended = self._store.append(self.branch, entry)
+        return StoreResult(appended.snapshot_id, replicated=appended.node.acked)
+
+    def fork(self, snapshot_id: str | None = None, *, branch: str | None = None) -> str:
+        """Create a branch whose HEAD is ``snapshot_id`` (default: this HEAD) and switch to it."""
+        self._check_open()
+        if snapshot_id is None:
+            snapshot_id = self.snapshot()
+        if branch is None:
+            branch = f"fork-{os.urandom(4).hex()}"
+        if not isinstance(branch, str) or not branch.strip():
+            raise InvalidInputError(f"branch must be a non-empty string; got {branch!r}")
+        self._store.create_branch(branch, snapshot_id)
+        self.branch = branch
+        return branch
+
+    def checkout(self, branch: str) -> None:
+        """Make ``branch`` this handle's current branch."""
+        self._check_open()
+        with self._store.reading():
+            self._store.branch(branch)
+        self.branch = branch
+
+    def rollback(self, snapshot_id: str) -> None:
+        """Move this branch's HEAD to ``snapshot_id``. Nothing is deleted: later snapshots stay reachable."""
+        self._check_open()
+        self._store.move_head(self.branch, snapshot_id)
+
+    # -- reading -------------------------------------------------------------------------
+
+    def _memory(self, opened: Opened, score: float | None = None) -> Memory:
+        node, entry = opened.node, opened.entry
+        return Memory(
+            path=entry.path,
+            payload=entry.payload,
+            metadata=entry.metadata,
+            type=entry.type,
+            provenance=entry.provenance,
+            snapshot_id=opened.snapshot_id,
+            created_at=_dt(node.created_at),
+            reinforce_count=node.reinforce_count,
+            last_reinforced=_dt(node.last_reinforced),
+            score=score,
+        )
+
+    def get(self, path: str) -> Memory | None:
+        """The memory visible at ``path`` on this branch's HEAD, or None."""
+        self._check_open()
+        entry = make_entry("store", path)
+        with self._store.reading() as lineage:
+            idx = lineage.view(self._store.branch(self.branch)).get(self._store.path_hash(entry.path))
+            return None if idx is None else self._memory(self._store.open(idx))
+
+    def snapshot(self) -> str | None:
+        """This branch's HEAD snapshot id (None for a branch with no snapshot yet)."""
+        self._check_open()
+        with self._store.reading():
+            head = self._store.branch(self.branch).head
+            return self._store.sid_of(head) if head >= 0 else None
+
+    def branches(self) -> list[str]:
+        self._check_open()
+        with self._store.reading():
+            return self._store.branch_names()
+
+    def state(self) -> dict[str, Any]:
+        """Every path visible at HEAD and its payload: the fold of the chain from genesis to HEAD."""
+        self._check_open()
+        with self._store.reading() as lineage:
+            view = lineage.view(self._store.branch(self.branch))
+            opened = [self._store.open(idx).entry for idx in view.values()]
+        return {e.path: e.payload for e in sorted(opened, key=lambda e: e.path)}
+
+    def log(self, *, limit: int | None = None) -> list[LogEntry]:
+        """The snapshots from HEAD back to genesis, newest first."""
+        self._check_open()
+        out: list[LogEntry] = []
+        with self._store.reading() as lineage:
+            for node in lineage.chain(self._store.branch(self.branch).head)[:limit]:
+                opened = self._store.open(node.idx)
+                out.append(
+                    LogEntry(
+                        opened.snapshot_id,
+                        opened.parent_id,
+                        node.seq,
+                        "delete" if node.op is Op.DELETE else "store",
+                        opened.entry.path,
+                        _dt(node.created_at),
+                    )
+                )
+        return out
+
+    def recall(self, query: str, *, k: int = 5) -> list[Memory]:
+        """The ``k`` memories visible at HEAD most similar to ``query``."""
+        self._check_open()
+        if not isinstance(query, str):
+            raise InvalidInputError(f"query must be a string, got {query.__class__.__name__}")
+        if not isinstance(k, int) or isinstance(k, bool) or not 1 <= k <= 1000:
+            raise InvalidInputError(f"k must be an integer from 1 to 1000; got {k!r}")
+        if not query.strip():
+            return []
+        vector = self._embed([query])[0]
+        index = self._vector_index(vector.shape[0])
+        with self._store.reading() as lineage:
+            visible = set(lineage.view(self._store.branch(self.branch)).values())
+        self._index_missing(index, visible)
+        hits = index.search(vector, k, visible)
+        with self._store.reading():
+            return [self._memory(self._store.open(node), score) for node, score in hits]
+
+    def _index_missing(self, index: VectorIndex, nodes: set[int]) -> None:
+        """Embed visible records the index lacks (stored by another process, or lost in a crash)."""
+        missing = index.missing(nodes)
+        if missing:
+            with self._store.reading():
+                texts = [memory_text(self._store.open(n).entry) for n in missing]
+            index.add(missing, self._embed(texts))
+
+    def verify(self) -> VerifyReport:
+        """Open every record and re-derive every snapshot id reachable from every branch HEAD."""
+        self._check_open()
+        problems: list[str] = []
+        with self._store.reading() as lineage:
+            problems.extend(f"journal byte {d.offset}: {d.reason}" for d in lineage.damage)
+            checked = 0
+            for node in lineage.nodes:
+                try:
+                    self._store.open(node.idx)
+                except IntegrityError as exc:
+                    problems.append(str(exc))
+                checked += 1
+            branches = len(lineage.branches)
+        return VerifyReport(not problems, checked, branches, problems)
+
+    def status(self) -> Status:
+        self._check_open()
+        with self._store.reading() as lineage:
+            head = self._store.branch(self.branch).head
+            outbox = lineage.outbox()
+            sync, rest = self._store.seals
+            index = self._index
+            return Status(
+                path=str(self.path),
+                branch=self.branch,
+                head=self._store.sid_of(head) if head >= 0 else None,
+                branches=self._store.branch_names(),
+                records=len(lineage.nodes),
+                visible=len(lineage.view(self._store.branch(self.branch))),
+                outbox_records=len(outbox),
+                outbox_bytes=lineage.outbox_bytes,
+                key_backend=self.key_backend,
+                key_id=self._store.key_id,
+                seals={"k_sync": sync, "k_rest": rest},
+                recovery=list(self._store.repairs),
+                damage=[f"journal byte {d.offset}: {d.reason}" for d in lineage.damage],
+                index_pending=0 if index is None else index.pending_count(),
+                index_error=None if index is None else index.last_error,
+            )
+
+
+class AsyncSovseal:
+    """``Sovseal`` with ``await``: each call runs in a worker thread so the event loop never blocks."""
+
+    def __init__(self, path: str | os.PathLike[str] | None = None, **kwargs: Any) -> None:
+        self._sync = Sovseal(path, **kwargs)
+
+    @property
+    def branch(self) -> str:
+        return self._sync.branch
+
+    async def ready(self) -> None:
+        await asyncio.to_thread(self._sync.ready)
+
+    async def store(self, path: str, payload: Any, **kwargs: Any) -> StoreResult:
+        return await asyncio.to_thread(self._sync.store, path, payload, **kwargs)
+
+    async def recall(self, query: str, **kwargs: Any) -> list[Memory]:
+        return await asyncio.to_thread(self._sync.recall, query, **kwargs)
+
+    async def get(self, path: str) -> Memory | None:
+        return await asyncio.to_thread(self._sync.get, path)
+
+    async def delete(self, path: str) -> StoreResult:
+        return await asyncio.to_thread(self._sync.delete, path)
+
+    async def snapshot(self) -> str | None:
+        return await asyncio.to_thread(self._sync.snapshot)
+
+    async def fork(self, snapshot_id: str | None = None, *, branch: str | None = None) -> str:
+        return await asyncio.to_thread(self._sync.fork, snapshot_id, branch=branch)
+
+    async def checkout(self, branch: str) -> None:
+        await asyncio.to_thread(self._sync.checkout, branch)
+
+    async def rollback(self, snapshot_id: str) -> None:
+        await asyncio.to_thread(self._sync.rollback, snapshot_id)
+
+    async def branches(self) -> list[str]:
+        return await asyncio.to_thread(self._sync.branches)
+
+    async def log(self, *, limit: int | None = None) -> list[LogEntry]:
+        return await asyncio.to_thread(self._sync.log, limit=limit)
+
+    async def state(self) -> dict[str, Any]:
+        return await asyncio.to_thread(self._sync.state)
+
+    async def verify(self) -> VerifyReport:
+        return await asyncio.to_thread(self._sync.verify)
+
+    async def status(self) -> Status:
+        return await asyncio.to_thread(self._sync.status)
+
+    def on(self, event: str, callback: Callable[..., None]) -> None:
+        self._sync.on(event, callback)
+
+    async def close(self) -> None:
+        await asyncio.to_thread(self._sync.close)
+
+    async def __aenter__(self) -> AsyncSovseal:
+        return self
+
+    async def __aexit__(self, *exc: object) -> None:
+        await self.close()

@@ -1,0 +1,58 @@
+"""Small durability primitives: the only place sovseal calls fsync.
+
+LanceDB and most Python file APIs do not make writes durable; these helpers do, following
+the recipe in research/reliability.md §1.4: fsync the file, and fsync the directory that holds
+any file or directory created, because a new directory entry is not durable until its parent is.
+"""
+
+from __future__ import annotations
+
+import os
+import sys
+from pathlib import Path
+
+
+def fsync_fd(fd: int) -> None:
+    """Flush one file descriptor to stable storage (F_FULLFSYNC on macOS, where fsync is not enough)."""
+    if sys.platform == "darwin":  # pragma: no cover - exercised on macOS only
+        import fcntl
+
+        fcntl.fcntl(fd, fcntl.F_FULLFSYNC)
+    else:
+        os.fsync(fd)
+
+
+def fsync_dir(path: Path) -> None:
+    """Make the entries of a directory (new files, renames) durable."""
+    fd = os.open(path, os.O_RDONLY | getattr(os, "O_DIRECTORY", 0))
+    try:
+        fsync_fd(fd)
+    finally:
+        os.close(fd)
+
+
+def make_dirs(path: Path, mode: int = 0o700) -> None:
+    """Create ``path`` and any missing parents, fsyncing each parent that gained an entry."""
+    missing: list[Path] = []
+    current = path
+    while not current.exists():
+        missing.append(current)
+        current = current.parent
+    for directory in reversed(missing):
+        os.mkdir(directory, mode)
+        fsync_dir(directory.parent)
+
+
+def atomic_write(path: Path, data: bytes, mode: int = 0o600) -> None:
+    """Replace ``path`` with ``data`` so that after a crash it holds either the old or the new bytes."""
+    tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
+    fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, mode)
+    try:
+        view = memoryview(data)
+        while view:
+            view = view[os.write(fd, view) :]
+        fsync_fd(fd)
+    finally:
+        os.close(fd)
+    os.replace(tmp, path)
+    fsync_dir(path.parent)

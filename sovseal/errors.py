@@ -1,0 +1,70 @@
+"""Typed errors raised by sovseal.
+
+Every error a caller can act on has its own class, and every message says what to do next.
+All of them derive from :class:`SovsealError`, so ``except SovsealError`` catches anything
+sovseal raises on purpose.
+"""
+
+from __future__ import annotations
+
+
+class SovsealError(Exception):
+    """Base class of every error sovseal raises on purpose."""
+
+
+class InvalidInputError(SovsealError, ValueError):
+    """The caller passed something sovseal cannot store or act on (bad path, payload, argument)."""
+
+
+class CanonicalizationError(InvalidInputError):
+    """A value has no RFC 8785 (JCS) form: NaN, infinity, a non-string key, bytes, a set, ..."""
+
+
+class PayloadTooLargeError(InvalidInputError):
+    """A payload is larger than the documented record limit: records are not blobs."""
+
+
+class UnknownSnapshotError(InvalidInputError, KeyError):
+    """A snapshot id given to fork, rollback or store(parent=...) does not exist in this store."""
+
+    def __str__(self) -> str:  # KeyError would otherwise quote the message
+        return str(self.args[0]) if self.args else ""
+
+
+class UnknownBranchError(InvalidInputError, KeyError):
+    """A branch name does not exist in this store."""
+
+    def __str__(self) -> str:
+        return str(self.args[0]) if self.args else ""
+
+
+class IntegrityError(SovsealError):
+    """Stored bytes failed authentication or their snapshot id did not re-derive.
+
+    Sovseal never returns such a record. Restore the store from a replica or backup, or run
+    ``sovseal verify`` to list every damaged record.
+    """
+
+
+class KeyUnavailableError(SovsealError):
+    """No master key could be loaded (no OS keychain, no allowed fallback, or the wrong key)."""
+
+
+class KeyExhaustedError(SovsealError):
+    """A key has sealed so many records that random 96-bit nonces would no longer be safe."""
+
+
+class LockTimeoutError(SovsealError, TimeoutError):
+    """Another writer held the store's lock for longer than the configured timeout."""
+
+
+class BackpressureTimeoutError(SovsealError, TimeoutError):
+    """The replication outbox stayed over its byte limit for longer than the timeout."""
+
+
+class ModelUnavailableError(SovsealError):
+    """The embedding model could not be found or failed its integrity check."""
+
+
+class StoreClosedError(SovsealError):
+    """The store was used after ``close()``."""

@@ -1,0 +1,178 @@
+"""The in-memory lineage: a DAG of snapshots and the named branches that point into it.
+
+Pure bookkeeping over keyed ids, rebuilt on open by replaying the journal's frames. It holds
+no key and no plaintext; the store decides what the frames mean, this module remembers them.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+from .frames import NO_ID, AckFrame, BranchFrame, Frame, Op, RecordFrame, ReinforceFrame
+
+
+@dataclass(slots=True)
+class Node:
+    """One snapshot as the lineage knows it (no plaintext: read its frame to open it)."""
+
+    idx: int
+    wire_id: bytes
+    parent: int  # index of the parent node, -1 for a genesis snapshot
+    branch_id: bytes
+    path_hash: bytes
+    op: Op
+    created_at: float
+    offset: int  # where its frame starts in the journal
+    size: int  # bytes of its frame: what the outbox holds for it
+    seq: int  # position on the branch it was appended to, 1-based
+    sealed_sid: bytes
+    authentic: bool
+    reinforce_count: int = 0
+    last_reinforced: float | None = None
+    acked: bool = False
+
+
+@dataclass(slots=True)
+class Branch:
+    branch_id: bytes
+    sealed_name: bytes
+    head: int  # -1: no snapshot yet
+    appended: int = 0  # snapshots appended on this branch: the next seq is appended + 1
+    authentic: bool = True
+    _view: dict[bytes, int] | None = None  # path_hash -> node idx of the visible record
+
+
+@dataclass(slots=True)
+class Damage:
+    offset: int
+    reason: str
+
+
+@dataclass
+class Lineage:
+    nodes: list[Node] = field(default_factory=list)
+    by_wire: dict[bytes, int] = field(default_factory=dict)
+    branches: dict[bytes, Branch] = field(default_factory=dict)
+    damage: list[Damage] = field(default_factory=list)
+    record_frames: int = 0  # seals under k_sync, one per record frame
+    rest_seals: int = 0  # seals under k_rest: a snapshot id per record, a name per branch frame
+    outbox_bytes: int = 0
+
+    def apply(self, frame: Frame, offset: int, size: int, authentic: bool) -> None:
+        """Replay one frame. Damaged frames are still applied where that makes reads fail closed."""
+        if isinstance(frame, RecordFrame):
+            self._apply_record(frame, offset, size, authentic)
+        elif isinstance(frame, BranchFrame):
+            self.rest_seals += 1
+            self._apply_branch(frame, offset, authentic)
+        elif not authentic:
+            self.damage.append(Damage(offset, "a reinforcement or ack frame failed authentication"))
+        elif isinstance(frame, ReinforceFrame):
+            idx = self.by_wire.get(frame.wire_id)
+            if idx is not None:
+                node = self.nodes[idx]
+                node.reinforce_count += 1
+                node.last_reinforced = frame.at
+        elif isinstance(frame, AckFrame):
+            for wire in frame.wire_ids:
+                idx = self.by_wire.get(wire)
+                if idx is not None and not self.nodes[idx].acked:
+                    self.nodes[idx].acked = True
+                    self.outbox_bytes -= self.nodes[idx].size
+
+    def _apply_record(self, frame: RecordFrame, offset: int, size: int, authentic: bool) -> None:
+        self.record_frames += 1
+        self.rest_seals += 1
+        if not authentic:
+            self.damage.append(Damage(offset, "a record frame failed authentication"))
+        if frame.wire_id in self.by_wire:
+            self.damage.append(Damage(offset, "a record frame repeats an existing snapshot"))
+            return
+        parent = -1
+        if frame.parent_wire_id != NO_ID:
+            found = self.by_wire.get(frame.parent_wire_id)
+            if found is None:
+                self.damage.append(Damage(offset, "a record frame names a parent that does not exist"))
+                return
+            parent = found
+        branch = self.branches.get(frame.branch_id)
+        if branch is None:
+            self.damage.append(Damage(offset, "a record frame names a branch that does not exist"))
+            return
+        branch.appended += 1
+        node = Node(
+            idx=len(self.nodes),
+            wire_id=frame.wire_id,
+            parent=parent,
+            branch_id=frame.branch_id,
+            path_hash=frame.path_hash,
+            op=frame.op,
+            created_at=frame.created_at,
+            offset=offset,
+            size=size,
+            seq=branch.appended,
+            sealed_sid=frame.sealed_sid,
+            authentic=authentic,
+        )
+        self.nodes.append(node)
+        self.by_wire[frame.wire_id] = node.idx
+        self.outbox_bytes += size
+        self._move_head(branch, node.idx)
+
+    def _apply_branch(self, frame: BranchFrame, offset: int, authentic: bool) -> None:
+        head = -1
+        if frame.head_wire_id != NO_ID:
+            found = self.by_wire.get(frame.head_wire_id)
+            if found is None:
+                self.damage.append(Damage(offset, "a branch frame points at a snapshot that does not exist"))
+                return
+            head = found
+        branch = self.branches.get(frame.branch_id)
+        if branch is None:
+            branch = self.branches[frame.branch_id] = Branch(frame.branch_id, frame.sealed_name, head)
+            branch._view = {} if head == -1 else None
+        else:
+            self._move_head(branch, head)
+        if not authentic:
+            branch.authentic = False
+            self.damage.append(Damage(offset, "a branch frame failed authentication"))
+
+    def _move_head(self, branch: Branch, idx: int) -> None:
+        if idx == branch.head:
+            return
+        view = branch._view
+        node = self.nodes[idx] if idx >= 0 else None
+        if view is not None and node is not None and node.parent == branch.head:
+            if node.op is Op.DELETE:
+                view.pop(node.path_hash, None)
+            else:
+                view[node.path_hash] = idx
+        else:
+            branch._view = None  # recomputed on demand by view()
+        branch.head = idx
+
+    def chain(self, idx: int) -> list[Node]:
+        """The snapshots from ``idx`` back to its genesis, newest first."""
+        out: list[Node] = []
+        while idx >= 0:
+            node = self.nodes[idx]
+            out.append(node)
+            idx = node.parent
+        return out
+
+    def view(self, branch: Branch) -> dict[bytes, int]:
+        """path_hash -> index of the record visible at the branch's HEAD (tombstones removed)."""
+        if branch._view is None:
+            seen: set[bytes] = set()
+            view: dict[bytes, int] = {}
+            for node in self.chain(branch.head):
+                if node.path_hash in seen:
+                    continue
+                seen.add(node.path_hash)
+                if node.op is Op.STORE:
+                    view[node.path_hash] = node.idx
+            branch._view = view
+        return branch._view
+
+    def outbox(self) -> list[Node]:
+        return [n for n in self.nodes if not n.acked]

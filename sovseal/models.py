@@ -1,0 +1,65 @@
+"""The values sovseal returns. Plain frozen dataclasses: easy to print, compare and serialise."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from datetime import datetime
+from typing import Any
+
+
+@dataclass(frozen=True, slots=True)
+class StoreResult:
+    snapshot_id: str
+    replicated: bool = False  # write-behind: replication happens after store returns
+    reinforced: bool = False  # the value was already visible: reinforced, no new snapshot
+
+
+@dataclass(frozen=True, slots=True)
+class Memory:
+    path: str
+    payload: Any
+    metadata: dict[str, Any]
+    type: str
+    provenance: str
+    snapshot_id: str
+    created_at: datetime
+    reinforce_count: int = 0
+    last_reinforced: datetime | None = None
+    score: float | None = None  # set by recall only
+
+
+@dataclass(frozen=True, slots=True)
+class LogEntry:
+    snapshot_id: str
+    parent_id: str | None
+    seq: int  # position on the branch the snapshot was appended to
+    op: str  # "store" or "delete"
+    path: str
+    created_at: datetime
+
+
+@dataclass(frozen=True, slots=True)
+class VerifyReport:
+    ok: bool
+    records: int  # records opened and re-derived
+    branches: int
+    problems: list[str] = field(default_factory=list)
+
+
+@dataclass(frozen=True, slots=True)
+class Status:
+    path: str
+    branch: str
+    head: str | None
+    branches: list[str]
+    records: int  # snapshots in the lineage, all branches
+    visible: int  # paths visible at this branch's HEAD
+    outbox_records: int
+    outbox_bytes: int
+    key_backend: str
+    key_id: str
+    seals: dict[str, int]  # encryptions per subkey, against the random-nonce budget
+    recovery: list[str]  # what opening the store repaired
+    damage: list[str]  # frames that failed authentication (run verify())
+    index_pending: int
+    index_error: str | None
