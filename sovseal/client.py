@@ -153,15 +153,23 @@ class Sovseal:
         entry.canonical()  # reject non-JSON and oversized input before any embedding work
         vector = self._embed([memory_text(entry)])
         appended = self._store.append(self.branch, entry, parent=parent)
-        if not appended.reinforced:
-            self._vector_index(vector.shape[1]).add([appended.node.idx], vector)
+        assert appended is not None  # only a delete can append nothing
+        index = self._vector_index(vector.shape[1])
+        if index.missing([appended.node.idx]):
+            index.add([appended.node.idx], vector)
         return StoreResult(appended.snapshot_id, replicated=appended.node.acked, reinforced=appended.reinforced)
 
-    def delete(self, path: str) -> StoreResult:
-        """Append a tombstone: ``path`` stops being visible; its history stays in the lineage."""
+    def delete(self, path: str) -> StoreResult | None:
+        """Append a tombstone: ``path`` stops being visible; its history stays in the lineage.
+
+        Deleting a path that is not visible appends nothing and returns None, so a retried
+        delete is harmless.
+        """
         self._check_open()
         entry = make_entry("delete", path)
         appended = self._store.append(self.branch, entry)
+        if appended is None:
+            return None
         return StoreResult(appended.snapshot_id, replicated=appended.node.acked)
 
     def fork(self, snapshot_id: str | None = None, *, branch: str | None = None) -> str:
@@ -343,7 +351,7 @@ class AsyncSovseal:
     async def get(self, path: str) -> Memory | None:
         return await asyncio.to_thread(self._sync.get, path)
 
-    async def delete(self, path: str) -> StoreResult:
+    async def delete(self, path: str) -> StoreResult | None:
         return await asyncio.to_thread(self._sync.delete, path)
 
     async def snapshot(self) -> str | None:

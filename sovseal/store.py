@@ -73,12 +73,20 @@ class LocalStore:
         self._mutex = threading.RLock()
         self._lineage = Lineage()
         self._end = 0
+        self._authentic_frames = 0
         self._sealers()
         self._sids: dict[int, str] = {}
         self._names: dict[bytes, str] = {}
         self.repairs: list[str] = []  # what recovery did on open, for status()
         self.closed = False
         with self._writing():
+            if self._end and not self._authentic_frames:
+                self.close()
+                raise KeyUnavailableError(
+                    f"no frame of the journal in {directory} authenticates under this key: it is the wrong key. "
+                    "Pass the store's own key."
+                )
+            self._bind_meta()
             self._ensure_branch(DEFAULT_BRANCH)
 
     # -- opening -------------------------------------------------------------------------
@@ -94,10 +102,15 @@ class LocalStore:
                     f"{self._keys.key_id}. Pass the store's own key (key=..., or the one in its keychain entry / key file)."
                 )
             return str(meta["store_uuid"])
-        # A new store (the key module may already have written its uuid there): bind it to this key.
-        meta = {"format": STORE_FORMAT, "store_uuid": meta.get("store_uuid") or str(uuid.uuid4()), "key_id": self._keys.key_id}
-        atomic_write(meta_path, json.dumps(meta, indent=2).encode())
-        return str(meta["store_uuid"])
+        return str(meta.get("store_uuid") or uuid.uuid4())  # the key module may have written one
+
+    def _bind_meta(self) -> None:
+        """Record the key id of a new store, once its journal is known to authenticate under the key."""
+        meta_path = self.directory / _META
+        meta = json.loads(meta_path.read_text()) if meta_path.exists() else {}
+        if "key_id" not in meta:
+            meta = {"format": STORE_FORMAT, "store_uuid": self.store_uuid, "key_id": self._keys.key_id}
+            atomic_write(meta_path, json.dumps(meta, indent=2).encode())
 
     def close(self) -> None:
         with self._mutex:
@@ -135,6 +148,7 @@ class LocalStore:
             return
         scan = self._journal.scan(self._end)
         for frame in scan.frames:
+            self._authentic_frames += frame.authentic
             size = len(frame.body) + HEADER.size
             try:
                 decoded = fr.decode(frame.body)
@@ -246,8 +260,12 @@ class LocalStore:
         if self.branch_id(name) not in self._lineage.branches:
             self._append([self._branch_frame(fr.BranchReason.CREATE, name, -1)])
 
-    def append(self, branch_name: str, entry: Entry, *, parent: str | None = None) -> Appended:
-        """Append ``entry`` to a branch, durably; reinforce instead if it equals the visible value."""
+    def append(self, branch_name: str, entry: Entry, *, parent: str | None = None) -> Appended | None:
+        """Append ``entry`` to a branch, durably.
+
+        Storing the visible value reinforces it instead; deleting a path that is not visible
+        appends nothing and returns None.
+        """
         canonical = entry.canonical()
         with self._writing():
             branch = self.branch(branch_name)
@@ -255,6 +273,8 @@ class LocalStore:
             path_hash = self.path_hash(entry.path)
             if parent_idx == branch.head:
                 visible = self._lineage.view(branch).get(path_hash)
+                if visible is None and entry.op == "delete":
+                    return None  # nothing to delete: a tombstone would change nothing
                 if visible is not None and entry.op == "store" and self.open(visible).entry.canonical() == canonical:
                     wire = self._lineage.nodes[visible].wire_id
                     self._append([fr.ReinforceFrame(time.time(), wire).encode()])
