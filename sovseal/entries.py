@@ -3,11 +3,10 @@
 from __future__ import annotations
 
 import hashlib
-import json
 from dataclasses import dataclass
 from typing import Any, Literal
 
-from .canonical import canonicalize
+from .canonical import canonicalize, loads
 from .errors import InvalidInputError, PayloadTooLargeError
 
 MemoryType = Literal["episodic", "semantic", "procedural"]
@@ -52,7 +51,7 @@ class Entry:
 
     @classmethod
     def from_canonical(cls, data: bytes) -> Entry:
-        raw = json.loads(data)
+        raw = loads(data)
         return cls(raw["op"], raw["path"], raw["payload"], raw["metadata"], raw["type"], raw["provenance"])
 
 

@@ -24,7 +24,9 @@ from .durable import fsync_dir, fsync_fd
 from .errors import IntegrityError
 
 HEADER = struct.Struct(">I16s")
-MAX_FRAME = 4 * 1024 * 1024
+#: Large enough for the biggest record (a 256 KiB entry, sealed) and small enough that a scan
+#: for surviving frames after a bad one stays cheap.
+MAX_FRAME = 320 * 1024
 #: A torn write can only be the last append, and one append is at most one frame; a run of
 #: unparseable bytes at the end longer than this is damage, never cut off silently.
 MAX_TORN_TAIL = MAX_FRAME + HEADER.size
@@ -126,11 +128,20 @@ class Journal:
                     result.frames.append(ScannedFrame(offset, body, hmac.compare_digest(mac, self.mac(body))))
                     offset = body_end
                 result.end = offset
-        tail = size - result.end
-        if tail > MAX_TORN_TAIL:
-            raise IntegrityError(
-                f"the journal {self.path} is damaged at byte {result.end}: the {tail} bytes after it do not "
-                "form frames. Nothing was changed; restore this store from a replica or backup."
-            )
-        result.torn_tail = tail
+                tail = size - result.end
+                if tail and (tail > MAX_TORN_TAIL or self._survivor(mm, result.end, size)):
+                    raise IntegrityError(
+                        f"the journal {self.path} is damaged at byte {result.end}: the {tail} bytes after it "
+                        "are not one torn append. Nothing was changed; restore this store from a replica or backup."
+                    )
+        result.torn_tail = size - result.end
         return result
+
+    def _survivor(self, mm: mmap.mmap, start: int, size: int) -> bool:
+        """Does an authentic frame start anywhere after ``start``? Then the bad bytes are damage."""
+        for offset in range(start + 1, size - HEADER.size):
+            length, mac = HEADER.unpack_from(mm, offset)
+            end = offset + HEADER.size + length
+            if 0 < length <= MAX_FRAME and end <= size and hmac.compare_digest(mac, self.mac(mm[offset + HEADER.size : end])):
+                return True
+        return False

@@ -147,6 +147,18 @@ def _fsync_dir(path: Path) -> None:
         os.close(fd)
 
 
+def _ensure_dir(path: Path) -> None:
+    """Create ``path`` (and missing parents) as 0700 directories, fsyncing each new entry's parent."""
+    if path.is_dir():
+        return
+    _ensure_dir(path.parent)
+    try:
+        os.mkdir(path, 0o700)
+    except FileExistsError:
+        return
+    _fsync_dir(path.parent)
+
+
 def _write_new_file(final: Path, data: bytes, mode: int, *, replace: bool = False) -> bool:
     """Durably create ``final`` with ``data``: O_EXCL temp file -> write -> fsync -> publish -> fsync dir.
 
@@ -209,7 +221,7 @@ def store_uuid(store_dir: Path, *, create: bool = True) -> str | None:
         return found
     if not create:
         return None
-    path.parent.mkdir(mode=0o700, parents=True, exist_ok=True)
+    _ensure_dir(path.parent)
     data["store_uuid"] = uuid.uuid4().hex
     text = (json.dumps(data, indent=2, sort_keys=True) + "\n").encode("utf-8")
     if path.exists():
@@ -332,12 +344,7 @@ def _read_key_file(path: Path) -> bytes:
 
 def _write_key_file(path: Path, master: bytes) -> bytes:
     """Create the 0700 directory and 0600 key file; never overwrite; return the key that is stored."""
-    path.parent.parent.mkdir(mode=0o700, parents=True, exist_ok=True)
-    try:
-        os.mkdir(path.parent, 0o700)
-        _fsync_dir(path.parent.parent)
-    except FileExistsError:
-        pass
+    _ensure_dir(path.parent)
     _check_private(path.parent, directory=True)
     _write_new_file(path, (export_key(master) + "\n").encode("ascii"), 0o600)
     return _read_key_file(path)
@@ -360,22 +367,9 @@ def load_master_key(store_dir: Path, *, create: bool = True) -> tuple[bytes, str
     """
     store_dir = Path(store_dir).absolute()
     keychain = _usable_keychain()
-    uid = store_uuid(store_dir, create=False)
-    if keychain is not None and uid is not None:
-        found = _keychain_get(keychain, uid)
-        if found is not None:
-            return found, _describe(keychain)
-
-    key_file = key_file_path(store_dir)
-    if os.path.lexists(key_file):
-        if not _fallback_enabled():
-            raise KeyUnavailableError(
-                f"this store's key is in the key file {key_file}, but the file fallback is off; set "
-                f"{FALLBACK_ENV}=file to use it, or import the key into an OS keychain "
-                "(sovseal.keys.store_master_key)"
-            )
-        return _read_key_file(key_file), f"file:{key_file}"
-
+    found = _find_key(store_dir, keychain)
+    if found is not None:
+        return found
     if not create:
         where = "the OS keychain" if keychain is not None else "any key store"
         raise KeyUnavailableError(
@@ -385,7 +379,7 @@ def load_master_key(store_dir: Path, *, create: bool = True) -> tuple[bytes, str
     return _save(store_dir, os.urandom(KEY_SIZE), keychain)
 
 
-def store_master_key(store_dir: Path, master: bytes) -> str:
+def store_master_key(store_dir: Path, master: bytes | str) -> str:
     """Save an imported key for ``store_dir`` in the backend :func:`load_master_key` would use.
 
     Refuses to replace a different key already held for the store (its records would become
@@ -393,28 +387,49 @@ def store_master_key(store_dir: Path, master: bytes) -> str:
     """
     master = coerce_key(master)
     store_dir = Path(store_dir).absolute()
-    try:
-        existing, backend = load_master_key(store_dir, create=False)
-    except KeyUnavailableError:
-        existing, backend = None, ""
-    if existing is not None:
-        if hmac.compare_digest(existing, master):
-            return backend
+    keychain = _usable_keychain()
+    existing = _find_key(store_dir, keychain)
+    if existing is None:
+        existing = _save(store_dir, master, keychain)  # may lose a race to another process: checked below
+    key, backend = existing
+    if not hmac.compare_digest(key, master):
         raise InvalidInputError(
             f"the store at {store_dir} already has a different key ({backend}); importing would make its "
             "records unreadable. Import into a new, empty store directory instead"
         )
-    key, description = _save(store_dir, master, _usable_keychain())
-    if not hmac.compare_digest(key, master):  # another process saved a key first
-        raise InvalidInputError(f"another process saved a different key for {store_dir} at the same time")
-    return description
+    return backend
+
+
+def _find_key(store_dir: Path, keychain: keyring.backend.KeyringBackend | None) -> tuple[bytes, str] | None:
+    """The store's existing key and where it is, or None if no place holds one.
+
+    Any other problem (locked keychain, unsafe or corrupt key file, key file without the opt-in)
+    raises KeyUnavailableError: it must never look like "no key yet", or a second key would be made.
+    """
+    if keychain is not None:
+        uid = store_uuid(store_dir, create=False)
+        if uid is not None:
+            key = _keychain_get(keychain, uid)
+            if key is not None:
+                return key, _describe(keychain)
+    key_file = key_file_path(store_dir)
+    if not os.path.lexists(key_file):
+        return None
+    if not _fallback_enabled():
+        raise KeyUnavailableError(
+            f"this store's key is in the key file {key_file}, but the file fallback is off; set "
+            f"{FALLBACK_ENV}=file to use it, or import the key into an OS keychain "
+            "(sovseal.keys.store_master_key)"
+        )
+    return _read_key_file(key_file), f"file:{key_file}"
 
 
 def _save(store_dir: Path, master: bytes, keychain: keyring.backend.KeyringBackend | None) -> tuple[bytes, str]:
     """Put a key in the keychain if there is one, else in the key file if allowed, else fail closed."""
     if keychain is not None:
         uid = store_uuid(store_dir, create=True)
-        assert uid is not None
+        if uid is None:  # pragma: no cover - create=True always yields an id
+            raise KeyUnavailableError(f"could not create {store_dir / _STORE_FILE}")
         return _keychain_put(keychain, uid, master), _describe(keychain)
     if _fallback_enabled():
         key_file = key_file_path(store_dir)

@@ -18,8 +18,6 @@ from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
 
-from filelock import FileLock, Timeout
-
 from . import frames as fr
 from .crypto import Sealer, derive_subkeys, keyed_id, record_aad
 from .durable import atomic_write, make_dirs
@@ -28,10 +26,10 @@ from .errors import (
     IntegrityError,
     InvalidInputError,
     KeyUnavailableError,
-    LockTimeoutError,
     UnknownBranchError,
     UnknownSnapshotError,
 )
+from .filelock import WriterLock
 from .journal import HEADER, Journal
 from .lineage import Branch, Damage, Lineage, Node
 
@@ -69,7 +67,7 @@ class LocalStore:
         self._keys = derive_subkeys(master)
         self.store_uuid = self._check_meta()
         self._journal = Journal(directory / _JOURNAL, bytes.fromhex(keyed_id(self._keys.k_id, "frame-mac", "v1")))
-        self._flock = FileLock(str(directory / _LOCK), timeout=lock_timeout, thread_local=False)
+        self._flock = WriterLock(directory / _LOCK, lock_timeout)
         self._mutex = threading.RLock()
         self._lineage = Lineage()
         self._end = 0
@@ -80,14 +78,16 @@ class LocalStore:
         self.repairs: list[str] = []  # what recovery did on open, for status()
         self.closed = False
         with self._writing():
-            if self._end and not self._authentic_frames:
-                self.close()
-                raise KeyUnavailableError(
-                    f"no frame of the journal in {directory} authenticates under this key: it is the wrong key. "
-                    "Pass the store's own key."
-                )
-            self._bind_meta()
-            self._ensure_branch(DEFAULT_BRANCH)
+            wrong_key = self._end > 0 and not self._authentic_frames
+            if not wrong_key:
+                self._bind_meta()
+                self._ensure_branch(DEFAULT_BRANCH)
+        if wrong_key:
+            self.close()
+            raise KeyUnavailableError(
+                f"no frame of the journal in {directory} authenticates under this key: it is the wrong key. "
+                "Pass the store's own key."
+            )
 
     # -- opening -------------------------------------------------------------------------
 
@@ -117,19 +117,14 @@ class LocalStore:
             if not self.closed:
                 self.closed = True
                 self._journal.close()
+                self._flock.close()
 
     # -- locking and catching up ---------------------------------------------------------
 
     @contextmanager
     def _writing(self) -> Iterator[None]:
         with self._mutex:
-            try:
-                self._flock.acquire()
-            except Timeout:
-                raise LockTimeoutError(
-                    f"another writer held the lock on {self.directory} for more than {self.lock_timeout} s. "
-                    "Retry, raise lock_timeout, or stop the other process."
-                ) from None
+            self._flock.acquire()
             try:
                 self._catch_up(owner=True)
                 yield

@@ -84,9 +84,9 @@ def test_two_processes_storing_at_once_lose_nothing(store_dir: Path, key: bytes)
 
 HOLDER = textwrap.dedent(
     """
-    import sys, time
-    from filelock import FileLock
-    with FileLock(sys.argv[1]):
+    import fcntl, sys, time
+    with open(sys.argv[1], "a") as f:
+        fcntl.flock(f, fcntl.LOCK_EX)
         print("locked", flush=True)
         time.sleep(float(sys.argv[2]))
     """

@@ -368,3 +368,15 @@ def test_store_master_key_into_file_and_fail_closed(tmp_path: Path, monkeypatch:
     monkeypatch.setenv(FALLBACK_ENV, "file")
     assert store_master_key(tmp_path, export_key(master)) == f"file:{key_file_path(tmp_path)}"  # type: ignore[arg-type]
     assert load_master_key(tmp_path) == (master, f"file:{key_file_path(tmp_path)}")
+
+
+def test_import_never_shadows_a_key_file_left_without_opt_in(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """A key file the loader cannot use right now is still a key: importing must not add a second one."""
+    monkeypatch.setenv(FALLBACK_ENV, "file")
+    load_master_key(tmp_path)
+    monkeypatch.delenv(FALLBACK_ENV)
+    backend = MemoryKeyring()
+    keyring.set_keyring(backend)
+    with pytest.raises(KeyUnavailableError, match="SOVSEAL_KEY_FALLBACK=file"):
+        store_master_key(tmp_path, os.urandom(32))
+    assert backend.secrets == {}
