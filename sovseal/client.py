@@ -157,7 +157,7 @@ class Sovseal:
         index = self._vector_index(vector.shape[1])
         if index.missing([appended.node.idx]):
             index.add([appended.node.idx], vector)
-        return StoreResult(appended.snapshot_id, replicated=appended.node.acked, reinforced=appended.reinforced)
+        return StoreResult(appended.snapshot_id, replicated=False, reinforced=appended.reinforced)
 
     def delete(self, path: str) -> StoreResult | None:
         """Append a tombstone: ``path`` stops being visible; its history stays in the lineage.
@@ -170,7 +170,7 @@ class Sovseal:
         appended = self._store.append(self.branch, entry)
         if appended is None:
             return None
-        return StoreResult(appended.snapshot_id, replicated=appended.node.acked)
+        return StoreResult(appended.snapshot_id, replicated=False)
 
     def fork(self, snapshot_id: str | None = None, *, branch: str | None = None) -> str:
         """Create a branch whose HEAD is ``snapshot_id`` (default: this HEAD) and switch to it."""
@@ -307,7 +307,6 @@ class Sovseal:
         self._check_open()
         with self._store.reading() as lineage:
             head = self._store.branch(self.branch).head
-            outbox = lineage.outbox()
             sync, rest = self._store.seals
             index = self._index
             return Status(
@@ -317,7 +316,7 @@ class Sovseal:
                 branches=self._store.branch_names(),
                 records=len(lineage.nodes),
                 visible=len(lineage.view(self._store.branch(self.branch))),
-                outbox_records=len(outbox),
+                outbox_records=len(lineage.pending),
                 outbox_bytes=lineage.outbox_bytes,
                 key_backend=self.key_backend,
                 key_id=self._store.key_id,

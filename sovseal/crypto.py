@@ -218,20 +218,23 @@ def _field(value: str, name: str) -> bytes:
     return struct.pack(">I", len(data)) + data
 
 
-def record_aad(*, key_id: str, wire_id: str, parent_wire_id: str) -> bytes:
+def record_aad(*, key_id: str, wire_id: str, parent_wire_id: str, context: str = "") -> bytes:
     """Additional data binding a sealed record to its identity.
 
     Layout: ``b"sovseal-aad"`` || u16 FORMAT_VERSION || (u32 length || UTF-8) for key_id, wire_id and
-    parent_wire_id in that order (parent empty for genesis). Length prefixes make the encoding
-    injective, so no other identity authenticates the same ciphertext.
+    parent_wire_id in that order (parent empty for genesis), then ``context`` the same way when it
+    is not empty (the clear fields stored beside a record: its operation, branch and keyed path).
+    Length prefixes make the encoding injective, so no other identity authenticates the same
+    ciphertext.
     """
-    return (
+    aad = (
         b"sovseal-aad"
         + struct.pack(">H", FORMAT_VERSION)
         + _field(key_id, "key_id")
         + _field(wire_id, "wire_id")
         + _field(parent_wire_id, "parent_wire_id")
     )
+    return aad + _field(context, "context") if context else aad
 
 
 def keyed_id(k_id: bytes, label: str, value: str) -> str:

@@ -3,10 +3,15 @@
 A frame body is one of four kinds. Fields that identify things are keyed (HMAC) ids, never
 plaintext; everything readable (the entry, the snapshot id, a branch's name) is sealed. The
 encoding is fixed-width ``struct`` so that replaying a million frames on open stays cheap.
+
+Records, branch moves and reinforcements are *replicable*: each carries a blob sealed under
+``k_sync`` that is sent to the replication server byte for byte, so a retry resends identical
+bytes and a second device with the key can replay the frame. Acks are local bookkeeping.
 """
 
 from __future__ import annotations
 
+import hashlib
 import struct
 from dataclasses import dataclass
 from enum import IntEnum
@@ -89,15 +94,19 @@ class BranchFrame:
     created_at: float
     branch_id: bytes
     head_wire_id: bytes  # NO_ID: the branch has no snapshot yet
-    sealed_name: bytes
+    sealed_event: bytes  # {"branch": name, "head": snapshot id | null, ...} sealed under k_sync
+
+    @property
+    def event_id(self) -> bytes:
+        return hashlib.sha256(self.sealed_event).digest()
 
     _HEAD = struct.Struct(">BBd16s32sH")
 
     def encode(self) -> bytes:
         head = self._HEAD.pack(
-            Kind.BRANCH, self.reason, self.created_at, self.branch_id, self.head_wire_id, len(self.sealed_name)
+            Kind.BRANCH, self.reason, self.created_at, self.branch_id, self.head_wire_id, len(self.sealed_event)
         )
-        return head + self.sealed_name
+        return head + self.sealed_event
 
     @classmethod
     def decode(cls, body: bytes) -> BranchFrame:
@@ -112,22 +121,29 @@ class ReinforceFrame:
     """The visible value of a path was stored again: reinforcement, not a new snapshot."""
 
     at: float
-    wire_id: bytes
+    wire_id: bytes  # the reinforced record
+    sealed_event: bytes  # {"reinforce": snapshot id, "at": time} sealed under k_sync
 
-    _FMT = struct.Struct(">Bd32s")
+    _HEAD = struct.Struct(">Bd32sH")
+
+    @property
+    def event_id(self) -> bytes:
+        return hashlib.sha256(self.sealed_event).digest()
 
     def encode(self) -> bytes:
-        return self._FMT.pack(Kind.REINFORCE, self.at, self.wire_id)
+        return self._HEAD.pack(Kind.REINFORCE, self.at, self.wire_id, len(self.sealed_event)) + self.sealed_event
 
     @classmethod
     def decode(cls, body: bytes) -> ReinforceFrame:
-        _, at, wire = cls._FMT.unpack(body)
-        return cls(at, wire)
+        _, at, wire, length = cls._HEAD.unpack_from(body)
+        if cls._HEAD.size + length != len(body):
+            raise ValueError("reinforce frame length mismatch")
+        return cls(at, wire, bytes(body[cls._HEAD.size :]))
 
 
 @dataclass(frozen=True, slots=True)
 class AckFrame:
-    """The replication server durably acknowledged these records: they leave the outbox."""
+    """The replication server durably acknowledged these items (record wire ids, event ids)."""
 
     wire_ids: tuple[bytes, ...]
 

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
-from .frames import NO_ID, AckFrame, BranchFrame, Frame, Op, RecordFrame, ReinforceFrame
+from .frames import NO_ID, AckFrame, BranchFrame, BranchReason, Frame, Op, RecordFrame, ReinforceFrame
 
 
 @dataclass(slots=True)
@@ -29,13 +29,12 @@ class Node:
     authentic: bool
     reinforce_count: int = 0
     last_reinforced: float | None = None
-    acked: bool = False
 
 
 @dataclass(slots=True)
 class Branch:
     branch_id: bytes
-    sealed_name: bytes
+    created_by: BranchFrame  # its sealed event holds the branch's name
     head: int  # -1: no snapshot yet
     appended: int = 0  # snapshots appended on this branch: the next seq is appended + 1
     authentic: bool = True
@@ -54,34 +53,50 @@ class Lineage:
     by_wire: dict[bytes, int] = field(default_factory=dict)
     branches: dict[bytes, Branch] = field(default_factory=dict)
     damage: list[Damage] = field(default_factory=list)
-    record_frames: int = 0  # seals under k_sync, one per record frame
-    rest_seals: int = 0  # seals under k_rest: a snapshot id per record, a name per branch frame
+    sync_seals: int = 0  # seals under k_sync: one per record, branch and reinforce frame
+    rest_seals: int = 0  # seals under k_rest: one snapshot id per record
+    #: The outbox: replicable frames not yet acknowledged by the server, in journal order.
+    #: id (record wire id or event id) -> (frame offset, frame size).
+    pending: dict[bytes, tuple[int, int]] = field(default_factory=dict)
     outbox_bytes: int = 0
+    events: set[bytes] = field(default_factory=set)  # ids of branch and reinforce events seen
 
     def apply(self, frame: Frame, offset: int, size: int, authentic: bool) -> None:
         """Replay one frame. Damaged frames are still applied where that makes reads fail closed."""
         if isinstance(frame, RecordFrame):
             self._apply_record(frame, offset, size, authentic)
         elif isinstance(frame, BranchFrame):
-            self.rest_seals += 1
+            self.sync_seals += 1
             self._apply_branch(frame, offset, authentic)
+            self.events.add(frame.event_id)
+            self._enqueue(frame.event_id, offset, size)
         elif not authentic:
             self.damage.append(Damage(offset, "a reinforcement or ack frame failed authentication"))
         elif isinstance(frame, ReinforceFrame):
+            self.sync_seals += 1
             idx = self.by_wire.get(frame.wire_id)
             if idx is not None:
                 node = self.nodes[idx]
                 node.reinforce_count += 1
                 node.last_reinforced = frame.at
+            self.events.add(frame.event_id)
+            self._enqueue(frame.event_id, offset, size)
         elif isinstance(frame, AckFrame):
-            for wire in frame.wire_ids:
-                idx = self.by_wire.get(wire)
-                if idx is not None and not self.nodes[idx].acked:
-                    self.nodes[idx].acked = True
-                    self.outbox_bytes -= self.nodes[idx].size
+            for item in frame.wire_ids:
+                done = self.pending.pop(item, None)
+                if done is not None:
+                    self.outbox_bytes -= done[1]
+
+    def _enqueue(self, item: bytes, offset: int, size: int) -> None:
+        if item not in self.pending:
+            self.pending[item] = (offset, size)
+            self.outbox_bytes += size
+
+    def replicated(self, item: bytes) -> bool:
+        return item not in self.pending
 
     def _apply_record(self, frame: RecordFrame, offset: int, size: int, authentic: bool) -> None:
-        self.record_frames += 1
+        self.sync_seals += 1
         self.rest_seals += 1
         if not authentic:
             self.damage.append(Damage(offset, "a record frame failed authentication"))
@@ -116,7 +131,7 @@ class Lineage:
         )
         self.nodes.append(node)
         self.by_wire[frame.wire_id] = node.idx
-        self.outbox_bytes += size
+        self._enqueue(frame.wire_id, offset, size)
         self._move_head(branch, node.idx)
 
     def _apply_branch(self, frame: BranchFrame, offset: int, authentic: bool) -> None:
@@ -129,9 +144,9 @@ class Lineage:
             head = found
         branch = self.branches.get(frame.branch_id)
         if branch is None:
-            branch = self.branches[frame.branch_id] = Branch(frame.branch_id, frame.sealed_name, head)
+            branch = self.branches[frame.branch_id] = Branch(frame.branch_id, frame, head)
             branch._view = {} if head == -1 else None
-        else:
+        elif frame.reason is not BranchReason.CREATE:  # re-creating a branch (another device's main) moves nothing
             self._move_head(branch, head)
         if not authentic:
             branch.authentic = False
@@ -174,5 +189,3 @@ class Lineage:
             branch._view = view
         return branch._view
 
-    def outbox(self) -> list[Node]:
-        return [n for n in self.nodes if not n.acked]

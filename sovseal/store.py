@@ -9,6 +9,7 @@ processes appending to one store form one chain per branch.
 
 from __future__ import annotations
 
+import hashlib
 import json
 import threading
 import time
@@ -17,8 +18,10 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 from . import frames as fr
+from .canonical import canonicalize, loads
 from .crypto import Sealer, derive_subkeys, keyed_id, record_aad
 from .durable import atomic_write, make_dirs
 from .entries import Entry, snapshot_id
@@ -32,12 +35,18 @@ from .errors import (
 from .filelock import WriterLock
 from .journal import HEADER, Journal
 from .lineage import Branch, Damage, Lineage, Node
+from .wire import WireItem
 
 STORE_FORMAT = 1
 DEFAULT_BRANCH = "main"
 _JOURNAL = "journal.log"
 _LOCK = "LOCK"
 _META = "store.json"
+_ACKS_PER_FRAME = 4096
+
+
+class _NotYet(Exception):
+    """An imported item refers to something not imported yet."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -158,7 +167,7 @@ class LocalStore:
         self._sealers()
 
     def _sealers(self) -> None:
-        self._sync = Sealer(self._keys.k_sync, used=self._lineage.record_frames)
+        self._sync = Sealer(self._keys.k_sync, used=self._lineage.sync_seals)
         self._rest = Sealer(self._keys.k_rest, used=self._lineage.rest_seals)
 
     # -- identifiers ---------------------------------------------------------------------
@@ -188,9 +197,32 @@ class LocalStore:
     def _branch_name(self, branch: Branch) -> str:
         name = self._names.get(branch.branch_id)
         if name is None:
-            name = self._rest.open(branch.sealed_name, b"branch:" + branch.branch_id).decode()
+            name = str(self._open_branch_event(branch.created_by)["branch"])
             self._names[branch.branch_id] = name
         return name
+
+    # -- sealing: the AAD of each replicable frame binds its clear fields -------------------
+
+    def _record_aad(self, wire: bytes, parent_wire: bytes, branch_id: bytes, path_hash: bytes) -> bytes:
+        return record_aad(
+            key_id=self._keys.key_id,
+            wire_id=wire.hex(),
+            parent_wire_id="" if parent_wire == fr.NO_ID else parent_wire.hex(),
+            context=f"{branch_id.hex()}/{path_hash.hex()}",
+        )
+
+    def _branch_aad(self, branch_id: bytes, head_wire: bytes, reason: fr.BranchReason) -> bytes:
+        head = "" if head_wire == fr.NO_ID else head_wire.hex()
+        return record_aad(key_id=self._keys.key_id, wire_id=f"branch/{branch_id.hex()}", parent_wire_id=head, context=reason.name)
+
+    def _reinforce_aad(self, target: bytes) -> bytes:
+        return record_aad(key_id=self._keys.key_id, wire_id=f"reinforce/{target.hex()}", parent_wire_id="")
+
+    def _open_branch_event(self, frame: fr.BranchFrame) -> dict[str, Any]:
+        event = loads(self._sync.open(frame.sealed_event, self._branch_aad(frame.branch_id, frame.head_wire_id, frame.reason)))
+        if self.branch_id(event["branch"]) != frame.branch_id:
+            raise IntegrityError("a branch event does not match its keyed branch id; run verify()")
+        return event
 
     def sid_of(self, idx: int) -> str:
         """The snapshot id of a node, opened from its sealed copy and checked against its wire id."""
@@ -222,12 +254,7 @@ class LocalStore:
             raise IntegrityError(f"{where} changed on disk after the store was opened; run verify()")
         frame = fr.decode(body)
         assert isinstance(frame, fr.RecordFrame)
-        parent_wire = frame.parent_wire_id
-        aad = record_aad(
-            key_id=self._keys.key_id,
-            wire_id=frame.wire_id.hex(),
-            parent_wire_id="" if parent_wire == fr.NO_ID else parent_wire.hex(),
-        )
+        aad = self._record_aad(frame.wire_id, frame.parent_wire_id, frame.branch_id, frame.path_hash)
         canonical = self._sync.open(frame.sealed_entry, aad)
         parent_id = self.sid_of(node.parent) if node.parent >= 0 else None
         sid = snapshot_id(canonical, parent_id or "")
@@ -247,9 +274,11 @@ class LocalStore:
 
     def _branch_frame(self, reason: fr.BranchReason, name: str, head: int) -> bytes:
         branch_id = self.branch_id(name)
-        sealed_name = self._rest.seal(name.encode(), b"branch:" + branch_id)
         head_wire = self._lineage.nodes[head].wire_id if head >= 0 else fr.NO_ID
-        return fr.BranchFrame(reason, time.time(), branch_id, head_wire, sealed_name).encode()
+        at = time.time()
+        event = {"branch": name, "head": self.sid_of(head) if head >= 0 else None, "reason": reason.name.lower(), "at": at}
+        sealed = self._sync.seal(canonicalize(event), self._branch_aad(branch_id, head_wire, reason))
+        return fr.BranchFrame(reason, at, branch_id, head_wire, sealed).encode()
 
     def _ensure_branch(self, name: str) -> None:
         if self.branch_id(name) not in self._lineage.branches:
@@ -271,8 +300,10 @@ class LocalStore:
                 if visible is None and entry.op == "delete":
                     return None  # nothing to delete: a tombstone would change nothing
                 if visible is not None and entry.op == "store" and self.open(visible).entry.canonical() == canonical:
-                    wire = self._lineage.nodes[visible].wire_id
-                    self._append([fr.ReinforceFrame(time.time(), wire).encode()])
+                    wire, at = self._lineage.nodes[visible].wire_id, time.time()
+                    event = canonicalize({"reinforce": self.sid_of(visible), "at": at})
+                    sealed = self._sync.seal(event, self._reinforce_aad(wire))
+                    self._append([fr.ReinforceFrame(at, wire, sealed).encode()])
                     return Appended(self._lineage.nodes[visible], self.sid_of(visible), reinforced=True)
             parent_id = self.sid_of(parent_idx) if parent_idx >= 0 else ""
             sid = snapshot_id(canonical, parent_id)
@@ -284,11 +315,7 @@ class LocalStore:
                 self._append([self._branch_frame(fr.BranchReason.ADVANCE, branch_name, existing)])
                 return Appended(self._lineage.nodes[existing], sid, reinforced=False)
             parent_wire = self._lineage.nodes[parent_idx].wire_id if parent_idx >= 0 else fr.NO_ID
-            aad = record_aad(
-                key_id=self._keys.key_id,
-                wire_id=wire.hex(),
-                parent_wire_id="" if parent_idx < 0 else parent_wire.hex(),
-            )
+            aad = self._record_aad(wire, parent_wire, branch.branch_id, path_hash)
             frame = fr.RecordFrame(
                 op=fr.Op.DELETE if entry.op == "delete" else fr.Op.STORE,
                 created_at=time.time(),
@@ -317,11 +344,103 @@ class LocalStore:
             idx = self.resolve(sid)
             self._append([self._branch_frame(fr.BranchReason.ROLLBACK, name, idx)])
 
-    def ack(self, wire_ids: list[bytes]) -> None:
-        """Mark records as durably replicated (used by the replication worker)."""
-        if wire_ids:
-            with self._writing():
-                self._append([fr.AckFrame(tuple(wire_ids)).encode()])
+    # -- replication: the outbox out, acks in, items from another device in ----------------
+
+    def outbox(self, limit: int) -> list[WireItem]:
+        """Up to ``limit`` unacknowledged items, oldest first, with the exact bytes first stored."""
+        with self.reading() as lineage:
+            out: list[WireItem] = []
+            for offset, _ in list(lineage.pending.values())[:limit]:
+                _, body = self._journal.read_frame(offset)
+                out.append(self._to_wire(fr.decode(body)))
+            return out
+
+    def _to_wire(self, frame: fr.Frame) -> WireItem:
+        if isinstance(frame, fr.RecordFrame):
+            parent = "" if frame.parent_wire_id == fr.NO_ID else frame.parent_wire_id.hex()
+            return WireItem(
+                "record", frame.wire_id.hex(), parent, frame.branch_id.hex(), frame.path_hash.hex(), frame.sealed_entry, frame.created_at
+            )
+        if isinstance(frame, fr.BranchFrame):
+            head = "" if frame.head_wire_id == fr.NO_ID else frame.head_wire_id.hex()
+            return WireItem(
+                "branch", frame.event_id.hex(), head, frame.branch_id.hex(), "", frame.sealed_event, frame.created_at, frame.reason.name
+            )
+        assert isinstance(frame, fr.ReinforceFrame)
+        return WireItem("reinforce", frame.event_id.hex(), frame.wire_id.hex(), "", "", frame.sealed_event, frame.at)
+
+    def ack(self, ids: list[str]) -> None:
+        """Mark items as durably stored by the server: they leave the outbox, durably."""
+        wanted = [bytes.fromhex(i) for i in ids]
+        with self._writing():
+            known = [i for i in wanted if i in self._lineage.pending]
+            for start in range(0, len(known), _ACKS_PER_FRAME):
+                self._append([fr.AckFrame(tuple(known[start : start + _ACKS_PER_FRAME])).encode()])
+
+    def import_items(self, items: list[WireItem]) -> list[WireItem]:
+        """Replay items pulled from a server, in order; returns the suffix that must wait.
+
+        Order matters (a branch event moves a HEAD relative to the records before it), so
+        items apply strictly in the order given: at the first one whose parent or branch is not
+        here yet, it and everything after it are returned for a later call. Every record is
+        opened and its snapshot id re-derived before it is written, and the sealed bytes are
+        kept as they came, so this device never re-encrypts them. Items already present are
+        skipped, so a pull can be repeated safely.
+        """
+        with self._writing():
+            for position, item in enumerate(items):
+                try:
+                    body = self._from_wire(item)
+                except _NotYet:
+                    return list(items[position:])
+                if body is not None:
+                    self._append([body, fr.AckFrame((bytes.fromhex(item.id),)).encode()])
+        return []
+
+    def _from_wire(self, item: WireItem) -> bytes | None:
+        """One item as a frame body (None: already here). Raises IntegrityError on anything forged."""
+        lineage = self._lineage
+        ident = bytes.fromhex(item.id)
+        if item.kind == "record":
+            if ident in lineage.by_wire:
+                return None
+            parent_wire = bytes.fromhex(item.parent) if item.parent else fr.NO_ID
+            branch_id, path_hash = bytes.fromhex(item.branch), bytes.fromhex(item.path_hash)
+            if (item.parent and parent_wire not in lineage.by_wire) or branch_id not in lineage.branches:
+                raise _NotYet
+            canonical = self._sync.open(item.sealed, self._record_aad(ident, parent_wire, branch_id, path_hash))
+            parent_idx = lineage.by_wire[parent_wire] if item.parent else -1
+            sid = snapshot_id(canonical, self.sid_of(parent_idx) if parent_idx >= 0 else "")
+            entry = Entry.from_canonical(canonical)
+            if self.wire_id(sid) != ident or self.path_hash(entry.path) != path_hash:
+                raise IntegrityError(f"replicated record {item.id} does not re-derive its ids; it was not imported")
+            return fr.RecordFrame(
+                op=fr.Op.DELETE if entry.op == "delete" else fr.Op.STORE,
+                created_at=item.created_at,
+                wire_id=ident,
+                parent_wire_id=parent_wire,
+                branch_id=branch_id,
+                path_hash=path_hash,
+                sealed_sid=self._rest.seal(sid.encode("ascii"), b"sid:" + ident),
+                sealed_entry=item.sealed,
+            ).encode()
+        if hashlib.sha256(item.sealed).hexdigest() != item.id:
+            raise IntegrityError(f"replicated event {item.id} does not match its bytes; it was not imported")
+        if ident in lineage.events:
+            return None
+        target = bytes.fromhex(item.parent) if item.parent else fr.NO_ID
+        if item.parent and target not in lineage.by_wire:
+            raise _NotYet
+        if item.kind == "reinforce":
+            self._sync.open(item.sealed, self._reinforce_aad(target))
+            return fr.ReinforceFrame(item.created_at, target, item.sealed).encode()
+        try:
+            reason = fr.BranchReason[item.reason]
+        except KeyError:
+            raise IntegrityError(f"replicated branch event {item.id} has an unknown reason") from None
+        frame = fr.BranchFrame(reason, item.created_at, bytes.fromhex(item.branch), target, item.sealed)
+        self._open_branch_event(frame)
+        return frame.encode()
 
     # -- facts for status() --------------------------------------------------------------
 

