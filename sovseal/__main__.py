@@ -1,0 +1,5 @@
+"""``python -m sovseal`` is the ``sovseal`` command."""
+
+from .cli import run
+
+run()
