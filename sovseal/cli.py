@@ -1,26 +1,905 @@
-"""The ``sovseal`` command line: a thin shell over the same ``Sovseal`` API the library exposes."""
+"""The ``sovseal`` command line: a thin shell over the same ``Sovseal`` API the library exposes.
+
+Commands parse arguments and render results; what they do lives in the SDK and in
+:mod:`sovseal.ops` (shared with the MCP server), so there is no logic that exists only here.
+Human output uses ``rich``; ``--json`` prints machine-readable JSON on stdout instead. Progress
+bars and notes go to stderr, so stdout stays clean for pipes. Every :class:`SovsealError` becomes
+one line on stderr and a documented exit code (``EXIT_CODES``), never a traceback.
+"""
 
 from __future__ import annotations
 
+import json
 import os
 import sys
 import tempfile
 import time
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 from pathlib import Path
+from typing import Any, TypeVar
 
 import click
 
-from .client import Sovseal, default_home
-from .errors import SovsealError
+from . import ops
+from .client import EmbedFn, Sovseal, default_home
+from .entries import MEMORY_TYPES, PROVENANCES
+from .errors import (
+    BackpressureTimeoutError,
+    IntegrityError,
+    InvalidInputError,
+    KeyUnavailableError,
+    LockTimeoutError,
+    SovsealError,
+    UnknownBranchError,
+    UnknownSnapshotError,
+)
+
+F = TypeVar("F", bound=Callable[..., Any])
+
+# -- exit codes -----------------------------------------------------------------------------------
+
+EXIT_OK = 0
+EXIT_INTEGRITY = 1  # verify found problems, or a record failed authentication
+EXIT_USAGE = 2  # bad input: options, arguments, malformed JSON (click uses 2 for usage errors too)
+EXIT_NOT_FOUND = 3  # no store, unknown path, snapshot or branch
+EXIT_KEY = 4  # no key, or the wrong key
+EXIT_BUSY = 5  # the writer lock or the replication outbox did not free up in time
+EXIT_ERROR = 6  # any other sovseal error (e.g. the embedding model is unavailable), or an OS error
+
+EXIT_CODES = {
+    EXIT_OK: "success",
+    EXIT_INTEGRITY: "integrity failure: verify found problems, or stored bytes failed authentication",
+    EXIT_USAGE: "bad input: an unknown option, a malformed JSON payload or filter, an invalid value",
+    EXIT_NOT_FOUND: "not found: no store at --path, or an unknown memory path, snapshot id or branch",
+    EXIT_KEY: "key unavailable: no key for the store, or a key that does not open it",
+    EXIT_BUSY: "busy: another process held the writer lock, or the outbox stayed full, past the timeout",
+    EXIT_ERROR: "any other error (the embedding model is unavailable, a file cannot be written, ...)",
+}
+
+_KEY_HINT = (
+    " (CLI: import an exported key with `sovseal key import --path DIR`, or pass --key-file FILE or "
+    "SOVSEAL_KEY; on a machine without a keychain set SOVSEAL_KEY_FALLBACK=file)"
+)
 
 
-@click.group()
+def exit_code(exc: BaseException) -> int:
+    """The exit code for an error (see ``EXIT_CODES``)."""
+    if isinstance(exc, (ops.StoreNotFoundError, ops.MemoryNotFoundError, UnknownSnapshotError, UnknownBranchError)):
+        return EXIT_NOT_FOUND
+    if isinstance(exc, InvalidInputError):
+        return EXIT_USAGE
+    if isinstance(exc, KeyUnavailableError):
+        return EXIT_KEY
+    if isinstance(exc, IntegrityError):
+        return EXIT_INTEGRITY
+    if isinstance(exc, (LockTimeoutError, BackpressureTimeoutError)):
+        return EXIT_BUSY
+    return EXIT_ERROR
+
+
+def _one_line(text: str) -> str:
+    return " ".join(str(text).split())
+
+
+class SovsealGroup(click.Group):
+    """A click group that turns sovseal and OS errors into one line and an exit code."""
+
+    ORDER = (
+        "init", "status", "store", "recall", "get", "delete", "log", "branches", "fork", "rollback",
+        "verify", "mind", "export", "import", "key", "rebuild-index", "serve", "restore", "mcp", "demo",
+    )
+
+    def list_commands(self, ctx: click.Context) -> list[str]:
+        names = super().list_commands(ctx)
+        rank = {name: i for i, name in enumerate(self.ORDER)}
+        return sorted(names, key=lambda n: (rank.get(n, len(rank)), n))
+
+    def invoke(self, ctx: click.Context) -> Any:
+        try:
+            return super().invoke(ctx)
+        except SovsealError as exc:
+            message = _one_line(str(exc))
+            if isinstance(exc, KeyUnavailableError):
+                message += _KEY_HINT
+            click.echo(f"error: {message}", err=True)
+            sys.exit(exit_code(exc))
+        except OSError as exc:
+            click.echo(f"error: {_one_line(str(exc))}", err=True)
+            sys.exit(EXIT_ERROR)
+
+
+# -- shared options and helpers ------------------------------------------------------------------
+
+#: The embedder the CLI hands to ``Sovseal`` (None: the SDK's default on-device model). Tests and
+#: embedding applications may set it to share one loaded model across invocations.
+EMBEDDER: EmbedFn | None = None
+
+
+def path_option(f: F) -> F:
+    return click.option(
+        "--path",
+        type=click.Path(file_okay=False),
+        envvar=ops.ENV_HOME,
+        default=None,
+        help="Store directory.  [env: SOVSEAL_HOME; default: ~/.sovseal]",
+    )(f)
+
+
+def key_option(f: F) -> F:
+    return click.option(
+        "--key-file",
+        type=click.Path(dir_okay=False, exists=True),
+        envvar="SOVSEAL_KEY_FILE",
+        default=None,
+        help="Read the store's key from this file (as printed by `sovseal key export`) instead of the "
+        "OS keychain / key file.  [env: SOVSEAL_KEY_FILE; or the key itself in SOVSEAL_KEY]",
+    )(f)
+
+
+def branch_option(f: F) -> F:
+    return click.option(
+        "--branch",
+        "-b",
+        envvar=ops.ENV_BRANCH,
+        default="main",
+        show_default=True,
+        help="Branch to act on.  [env: SOVSEAL_BRANCH]",
+    )(f)
+
+
+def store_options(f: F) -> F:
+    return path_option(branch_option(key_option(f)))
+
+
+def json_option(f: F) -> F:
+    return click.option("--json", "as_json", is_flag=True, help="Print JSON (for scripts) instead of the human view.")(f)
+
+
+def _key_text(key_file: str | None) -> str | None:
+    return None if key_file is None else Path(key_file).read_text(encoding="utf-8").strip()
+
+
+@contextmanager
+def _open(path: str | None, branch: str = "main", key_file: str | None = None, *, create: bool = False) -> Iterator[tuple[Sovseal, str]]:
+    mem, backend = ops.open_store(path, branch=branch, key_text=_key_text(key_file), create=create, embedder=EMBEDDER)
+    with mem:
+        yield mem, backend
+
+
+def _emit_json(data: Any) -> None:
+    click.echo(json.dumps(ops.jsonable(data), indent=2, ensure_ascii=False))
+
+
+def _console(err: bool = False) -> Any:
+    from rich.console import Console
+
+    return Console(stderr=err, highlight=False, soft_wrap=False)
+
+
+def _note(text: str) -> None:
+    """A human note on stderr (never mixed into stdout, which scripts may read)."""
+    click.echo(text, err=True)
+
+
+def _short(sid: str | None) -> str:
+    return sid[:17] if sid else "-"
+
+
+def _compact(value: Any, limit: int = 160) -> str:
+    text = value if isinstance(value, str) else json.dumps(value, ensure_ascii=False, separators=(", ", ": "))
+    return text if len(text) <= limit else text[: limit - 1] + "…"
+
+
+def _when(dt: Any) -> str:
+    return "-" if dt is None else f"{dt:%Y-%m-%d %H:%M:%S}"
+
+
+@contextmanager
+def _progress(label: str) -> Iterator[ops.Progress]:
+    """A rich progress bar on stderr (drawn only when stderr is a terminal)."""
+    from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
+
+    console = _console(err=True)
+    with Progress(
+        TextColumn("{task.description}"),
+        BarColumn(),
+        MofNCompleteColumn(),
+        TimeElapsedColumn(),
+        console=console,
+        disable=not console.is_terminal,
+    ) as bar:
+        task = bar.add_task(label, total=None)
+
+        def update(done: int, total: int) -> None:
+            bar.update(task, completed=done, total=total)
+
+        yield update
+
+
+def _parse_json(text: str, what: str, hint: str) -> Any:
+    try:
+        return json.loads(text)
+    except json.JSONDecodeError as exc:
+        raise InvalidInputError(f"{what} is not valid JSON ({exc.msg} at line {exc.lineno} column {exc.colno}); {hint}") from None
+
+
+def _parse_payload(text: str, mode: str) -> Any:
+    if text == "-":
+        text = sys.stdin.read()
+    if mode == "text":
+        return text
+    stripped = text.strip()
+    if mode == "json" or stripped[:1] in ("{", "[", '"'):
+        return _parse_json(stripped, "PAYLOAD", "fix it, or pass --as text to store it as a plain string")
+    return text
+
+
+def _parse_object(text: str | None, what: str, example: str) -> dict[str, Any] | None:
+    if text is None:
+        return None
+    value = _parse_json(text, what, f"pass a JSON object such as '{example}'")
+    if not isinstance(value, dict):
+        raise InvalidInputError(f"{what} must be a JSON object such as '{example}', not {type(value).__name__}")
+    return value
+
+
+# -- the group ---------------------------------------------------------------------------------
+
+
+@click.group(cls=SovsealGroup, context_settings={"help_option_names": ["-h", "--help"], "max_content_width": 100})
 @click.version_option(package_name="sovseal")
 def main() -> None:
-    """sovseal: local-first, encrypted, lineage-tracked memory for LLM agents."""
+    """sovseal: local-first, encrypted, lineage-tracked memory for LLM agents.
+
+    Every memory is canonicalized, embedded on this device, sealed with AES-256-GCM and appended
+    to a tamper-evident lineage of snapshots. Branches, fork and rollback work like git; nothing
+    is ever rewritten, and reads never touch the network.
+
+    \b
+    Quick start:
+      sovseal init                                   create ~/.sovseal and its key
+      sovseal store user.editor "The user edits code in neovim"
+      sovseal store user.prefs '{"theme": "dark"}' --type procedural
+      sovseal recall "which editor does the user use?"
+      sovseal log --graph                            the snapshot DAG with its branches
+      sovseal verify                                 decrypt everything, re-derive every id
+
+    \b
+    Where:    --path DIR or SOVSEAL_HOME (default ~/.sovseal)
+    Branch:   --branch NAME or SOVSEAL_BRANCH (default main); nothing else is remembered between runs
+    Key:      the OS keychain; headless: SOVSEAL_KEY_FALLBACK=file (a 0600 key file in the store),
+              or --key-file FILE / SOVSEAL_KEY with a key from `sovseal key export`
+    Scripts:  --json on every command that prints results
+
+    \b
+    Exit codes: 0 ok, 1 integrity failure, 2 bad input, 3 not found (store, path, snapshot,
+                branch), 4 key unavailable, 5 store busy, 6 other error
+    """
+    os.environ.setdefault("LANCEDB_LOG", "error")  # LanceDB's Rust warnings would clutter the output
 
 
-@main.command()
+# -- init and status ---------------------------------------------------------------------------
+
+
+@main.command(short_help="Create a store and its master key.")
+@path_option
+@key_option
+@json_option
+def init(path: str | None, key_file: str | None, as_json: bool) -> None:
+    """Create a store and its master key (safe to run again on an existing store).
+
+    The key goes to the OS keychain, or with SOVSEAL_KEY_FALLBACK=file to a 0600 file inside the
+    store. With --key-file / SOVSEAL_KEY the given key is used and saved nowhere: pass it every
+    time, or save it with `sovseal key import`. Back the key up: without it nothing can be read.
+
+    \b
+      sovseal init --path ./memories
+    """
+    directory = Path(path) if path else default_home()
+    existed = ops.store_exists(directory)
+    with _open(str(directory), key_file=key_file, create=True) as (mem, backend):
+        status = mem.status()
+    data = {"path": str(directory.absolute()), "created": not existed, "key_backend": backend, "key_id": status.key_id}
+    if as_json:
+        _emit_json(data)
+        return
+    verb = "Reinitialised existing" if existed else "Initialised empty"
+    click.echo(f"{verb} sovseal store in {directory.absolute()}")
+    click.echo(f"key: {backend} (key id {status.key_id})")
+    if not existed:
+        _note(f"Back up the key now (anyone holding it can read the store): sovseal key export --path {directory} > sovseal-key.txt")
+
+
+@main.command(short_help="Store, branch, HEAD, counts, outbox, key backend.")
+@store_options
+@json_option
+def status(path: str | None, branch: str, key_file: str | None, as_json: bool) -> None:
+    """Store, branch, HEAD, counts, outbox, replication and key backend.
+
+    \b
+      sovseal status --json | jq .outbox_records
+    """
+    with _open(path, branch, key_file) as (mem, backend):
+        info = ops.jsonable(mem.status())
+    info["key_backend"] = backend
+    if as_json:
+        _emit_json(info)
+        return
+    from rich.table import Table
+    from rich.text import Text
+
+    table = Table(show_header=False, box=None, pad_edge=False)
+    table.add_column(style="bold")
+    table.add_column(overflow="fold")
+    labels = {
+        "path": "store",
+        "branch": "branch",
+        "head": "HEAD",
+        "branches": "branches",
+        "records": "snapshots (all branches)",
+        "visible": "memories visible at HEAD",
+        "outbox_records": "outbox (not yet replicated)",
+        "outbox_bytes": "outbox bytes",
+        "key_backend": "key backend",
+        "key_id": "key id",
+        "seals": "encryptions per subkey",
+        "index_pending": "vectors not yet written to the index",
+        "index_error": "index error",
+        "recovery": "recovery on open",
+        "damage": "damage",
+    }
+    replication = info.pop("replication", None) if "replication" in info else False
+    for name, value in info.items():
+        if value in (None, [], {}) and name not in ("head",):
+            continue
+        if isinstance(value, list):
+            value = ", ".join(str(v) for v in value)
+        elif isinstance(value, dict):
+            value = ", ".join(f"{k}={v}" for k, v in value.items())
+        table.add_row(labels.get(name, name.replace("_", " ")), Text(str(value if value is not None else "-")))
+    if replication is None:
+        table.add_row("replication", Text("off (set SOVSEAL_ENDPOINT and SOVSEAL_API_KEY to replicate)"))
+    elif isinstance(replication, dict):
+        table.add_row("replication", Text(f"{replication.get('state')} -> {replication.get('endpoint')}"))
+        for name, value in replication.items():
+            if name not in ("state", "endpoint") and value not in (None, 0, "", [], {}):
+                table.add_row(f"  {name.replace('_', ' ')}", Text(str(value)))
+    _console().print(table)
+
+
+# -- writing -----------------------------------------------------------------------------------
+
+
+@main.command(short_help="Store a memory (text or JSON) at a path.")
+@click.argument("memory_path", metavar="PATH")
+@click.argument("payload", metavar="PAYLOAD")
+@click.option(
+    "--as",
+    "mode",
+    type=click.Choice(["auto", "json", "text"]),
+    default="auto",
+    show_default=True,
+    help="How to read PAYLOAD: auto = JSON when it starts with { [ or \", else plain text.",
+)
+@click.option("--metadata", "-m", default=None, help='A JSON object stored (sealed) with the memory, e.g. \'{"source": "chat"}\'.')
+@click.option(
+    "--type",
+    "-t",
+    "type_",
+    type=click.Choice(MEMORY_TYPES),
+    default="semantic",
+    show_default=True,
+    help="Memory type: sets its recall decay.",
+)
+@click.option(
+    "--provenance",
+    type=click.Choice(PROVENANCES),
+    default="explicit",
+    show_default=True,
+    help="Asked to remember (explicit) or inferred (observed).",
+)
+@click.option("--parent", default=None, help="Snapshot id (or unique prefix) to use as parent instead of the branch HEAD.")
+@store_options
+@json_option
+def store(
+    memory_path: str,
+    payload: str,
+    mode: str,
+    metadata: str | None,
+    type_: str,
+    provenance: str,
+    parent: str | None,
+    path: str | None,
+    branch: str,
+    key_file: str | None,
+    as_json: bool,
+) -> None:
+    """Store PAYLOAD at PATH (a logical key such as user.preferences.editor).
+
+    PAYLOAD is text or JSON; `-` reads it from stdin. Storing the value a path already holds
+    adds no snapshot: it reinforces the memory (see `sovseal mind`).
+
+    \b
+      sovseal store user.editor "The user edits code in neovim"
+      sovseal store user.testing '{"framework": "vitest"}' -m '{"source": "chat"}'
+      echo '"from stdin"' | sovseal store notes.today - --as json
+    """
+    value = _parse_payload(payload, mode)
+    meta = _parse_object(metadata, "--metadata", '{"source": "chat"}')
+    with _open(path, branch, key_file) as (mem, _):
+        parent_id = ops.resolve_snapshot(mem, parent) if parent is not None else None
+        result = mem.store(memory_path, value, metadata=meta, type=type_, provenance=provenance, parent=parent_id)
+    data = {"path": memory_path, "branch": branch, **ops.jsonable(result)}
+    if as_json:
+        _emit_json(data)
+    elif result.reinforced:
+        click.echo(f"reinforced {memory_path} ({_short(result.snapshot_id)} on {branch}): it already held this value")
+    else:
+        click.echo(f"stored {memory_path} -> {_short(result.snapshot_id)} on {branch}")
+
+
+@main.command(short_help="Delete a path (a tombstone; history is kept).")
+@click.argument("memory_path", metavar="PATH")
+@store_options
+@json_option
+def delete(memory_path: str, path: str | None, branch: str, key_file: str | None, as_json: bool) -> None:
+    """Delete PATH on the branch: a tombstone snapshot, so the path stops appearing in recall.
+
+    Its history stays in the lineage (`sovseal rollback` brings it back). Exits 3 if nothing is
+    stored at PATH.
+
+    \b
+      sovseal delete chat.2026-05-21
+    """
+    with _open(path, branch, key_file) as (mem, _):
+        result = mem.delete(memory_path)
+        if result is None:
+            raise ops.MemoryNotFoundError(f"no memory at path {memory_path!r} on branch {branch!r}; nothing was deleted")
+    if as_json:
+        _emit_json({"path": memory_path, "branch": branch, "deleted": True, **ops.jsonable(result)})
+    else:
+        click.echo(f"deleted {memory_path} -> {_short(result.snapshot_id)} on {branch}")
+
+
+@main.command(short_help="Create a branch at a snapshot; prints its name.")
+@click.argument("snapshot", required=False)
+@click.option("--name", "-n", default=None, help="Name of the new branch (default: fork-<random>).")
+@store_options
+@json_option
+def fork(snapshot: str | None, name: str | None, path: str | None, branch: str, key_file: str | None, as_json: bool) -> None:
+    """Create a branch at SNAPSHOT (default: the HEAD of --branch) and print its name.
+
+    The new branch shares history up to SNAPSHOT; act on it with --branch NAME.
+
+    \b
+      sovseal fork snap_4f3ad8 --name experiment
+      B=$(sovseal fork) && sovseal store --branch "$B" user.editor "helix"
+    """
+    with _open(path, branch, key_file) as (mem, _):
+        at = ops.resolve_snapshot(mem, snapshot) if snapshot is not None else mem.snapshot()
+        if at is None:
+            raise InvalidInputError(f"branch {branch!r} has no snapshot yet; store something first, or name a SNAPSHOT")
+        new = mem.fork(at, branch=name)
+    if as_json:
+        _emit_json({"branch": new, "snapshot_id": at, "from_branch": branch})
+        return
+    click.echo(new)
+    _note(f"forked {branch} at {_short(at)} into branch {new!r}; use it with --branch {new}")
+
+
+@main.command(short_help="Move the branch HEAD to a snapshot (non-destructive).")
+@click.argument("snapshot")
+@store_options
+@json_option
+def rollback(snapshot: str, path: str | None, branch: str, key_file: str | None, as_json: bool) -> None:
+    """Move the branch's HEAD to SNAPSHOT (a full id or a unique prefix).
+
+    Nothing is deleted: the snapshots after it stay in the lineage, and rolling back to the old
+    HEAD undoes the rollback.
+
+    \b
+      sovseal rollback snap_4f3ad8
+    """
+    with _open(path, branch, key_file) as (mem, _):
+        target = ops.resolve_snapshot(mem, snapshot)
+        previous = mem.snapshot()
+        mem.rollback(target)
+    if as_json:
+        _emit_json({"branch": branch, "head": target, "previous_head": previous})
+        return
+    click.echo(f"{branch}: HEAD {_short(previous)} -> {_short(target)}")
+    if previous and previous != target:
+        _note(f"nothing was deleted; undo with: sovseal rollback {previous} --branch {branch}")
+
+
+# -- reading -----------------------------------------------------------------------------------
+
+
+def _memory_table(memories: list[Any], *, scores: bool) -> Any:
+    from rich.table import Table
+    from rich.text import Text
+
+    table = Table(show_lines=False, pad_edge=False, box=None, header_style="bold")
+    if scores:
+        table.add_column("score", justify="right")
+    table.add_column("path", overflow="fold")
+    table.add_column("type")
+    table.add_column("payload", overflow="fold", ratio=1)
+    table.add_column("snapshot", no_wrap=True)
+    for m in memories:
+        kind = m.type + (f" x{m.reinforce_count + 1}" if m.reinforce_count else "")
+        row = [Text(m.path), Text(kind), Text(_compact(m.payload)), Text(_short(m.snapshot_id))]
+        if scores:
+            row.insert(0, Text("-" if m.score is None else f"{m.score:.3f}"))
+        table.add_row(*row)
+    return table
+
+
+@main.command(short_help="Find the memories that best match a query.")
+@click.argument("query")
+@click.option("-k", "k", type=click.IntRange(1, 1000), default=5, show_default=True, help="How many memories to return.")
+@click.option(
+    "--filter",
+    "filter_json",
+    default=None,
+    help="A JSON filter passed to recall: path prefix, type, provenance, metadata (see docs/cli.md).",
+)
+@store_options
+@json_option
+def recall(query: str, k: int, filter_json: str | None, path: str | None, branch: str, key_file: str | None, as_json: bool) -> None:
+    """The K memories visible on the branch that best match QUERY (on-device, offline).
+
+    \b
+      sovseal recall "what does the user write code with?" -k 3
+      sovseal recall "deploy steps" --json | jq '.[0].payload'
+    """
+    filter_ = _parse_object(filter_json, "--filter", '{"type": "procedural"}')
+    with _open(path, branch, key_file) as (mem, _):
+        found = ops.recall(mem, query, k=k, filter=filter_)
+    if as_json:
+        _emit_json(found)
+    elif not found:
+        _note(f"no memories on branch {branch!r} match")
+    else:
+        _console().print(_memory_table(found, scores=True))
+
+
+@main.command(short_help="Show the memory stored at a path.")
+@click.argument("memory_path", metavar="PATH")
+@store_options
+@json_option
+def get(memory_path: str, path: str | None, branch: str, key_file: str | None, as_json: bool) -> None:
+    """The memory stored at PATH on the branch (exits 3 if there is none).
+
+    \b
+      sovseal get user.editor
+      sovseal get user.testing --json | jq .payload
+    """
+    with _open(path, branch, key_file) as (mem, _):
+        found = ops.require_memory(mem, memory_path)
+    if as_json:
+        _emit_json(found)
+        return
+    from rich.table import Table
+    from rich.text import Text
+
+    payload = found.payload if isinstance(found.payload, str) else json.dumps(found.payload, indent=2, ensure_ascii=False)
+    console = _console()
+    console.print(Text(payload))
+    table = Table(show_header=False, box=None, pad_edge=False)
+    table.add_column(style="dim")
+    table.add_column(overflow="fold")
+    for name, value in [
+        ("path", found.path),
+        ("type", found.type),
+        ("provenance", found.provenance),
+        ("metadata", json.dumps(found.metadata, ensure_ascii=False) if found.metadata else None),
+        ("snapshot", found.snapshot_id),
+        ("stored", _when(found.created_at)),
+        ("reinforced", f"{found.reinforce_count} times, last {_when(found.last_reinforced)}" if found.reinforce_count else None),
+    ]:
+        if value is not None:
+            table.add_row(name, Text(str(value)))
+    console.print(table)
+
+
+@main.command(short_help="Snapshots newest first; --graph draws the DAG.")
+@click.option("--limit", type=click.IntRange(min=1), default=None, help="Show at most this many snapshots.")
+@click.option("--graph", is_flag=True, help="Draw the snapshot DAG of every branch, like `git log --graph --all`.")
+@store_options
+@json_option
+def log(limit: int | None, graph: bool, path: str | None, branch: str, key_file: str | None, as_json: bool) -> None:
+    """The snapshots of the branch, newest first (with --graph: all branches as a DAG).
+
+    \b
+      sovseal log --limit 10
+      sovseal log --graph
+    """
+    with _open(path, branch, key_file) as (mem, _):
+        if not graph:
+            entries = mem.log(limit=limit)
+        else:
+            nodes = ops.snapshot_graph(mem)
+            heads = ops.branch_heads(mem)
+    if not graph:
+        if as_json:
+            _emit_json(entries)
+            return
+        for entry in entries:
+            click.echo(f"{entry.snapshot_id}  #{entry.seq:<4} {_when(entry.created_at)}  {entry.op:<6} {entry.path}")
+        return
+    if limit is not None:
+        nodes = nodes[:limit]
+    if as_json:
+        _emit_json({"current": branch, "branches": heads, "snapshots": nodes})
+        return
+    _draw_graph(nodes, branch)
+
+
+_LANE_COLORS = ("red", "green", "yellow", "blue", "magenta", "cyan")
+
+
+def _draw_graph(nodes: list[ops.GraphNode], current: str) -> None:
+    from rich.text import Text
+
+    console = _console()
+    for prefix, node in ops.draw_graph(nodes):
+        line = Text()
+        for i, char in enumerate(prefix):
+            line.append(char, style=_LANE_COLORS[((i + 1) // 2) % len(_LANE_COLORS)] if char != " " else None)
+        if node is not None:
+            line.append(" " * (1 + max(0, 8 - len(prefix))))
+            line.append(_short(node.snapshot_id), style="yellow")
+            if node.branches:
+                labels = [f"HEAD -> {b}" if b == current else b for b in node.branches]
+                line.append(" (")
+                line.append(", ".join(labels), style="bold green")
+                line.append(")")
+            line.append(f" {node.op} {node.path}  ")
+            line.append(_when(node.created_at), style="dim")
+        console.print(line, soft_wrap=True)
+
+
+@main.command(short_help="List branches with their HEADs.")
+@store_options
+@json_option
+def branches(path: str | None, branch: str, key_file: str | None, as_json: bool) -> None:
+    """Every branch with its HEAD and memory count; * marks --branch."""
+    with _open(path, branch, key_file) as (mem, _):
+        rows = ops.branch_table(mem)
+    if as_json:
+        _emit_json(rows)
+        return
+    for row in rows:
+        mark = "*" if row["current"] else " "
+        click.echo(f"{mark} {row['name']:<24} {_short(row['head'])}  {row['visible']} memories")
+
+
+@main.command(short_help="Recurring Patterns: reinforced memories by type.")
+@click.option("--min", "min_count", type=click.IntRange(min=0), default=1, show_default=True, help="Least reinforce count shown.")
+@click.option("--all", "show_all", is_flag=True, help="Show every memory, reinforced or not (same as --min 0).")
+@store_options
+@json_option
+def mind(min_count: int, show_all: bool, path: str | None, branch: str, key_file: str | None, as_json: bool) -> None:
+    """Recurring Patterns: the memories stored again and again, grouped by type.
+
+    Storing a fact a path already holds reinforces it instead of adding a snapshot; reinforced
+    memories rank higher in recall. This shows what the store holds most strongly.
+    """
+    with _open(path, branch, key_file) as (mem, _):
+        groups = ops.recurring_patterns(mem, min_count=0 if show_all else min_count)
+    if as_json:
+        _emit_json({"branch": branch, "recurring_patterns": groups})
+        return
+    from rich.text import Text
+
+    console = _console()
+    title = "Memories" if show_all or min_count == 0 else "Recurring Patterns"
+    console.print(Text(f"{title} on {branch}", style="bold"))
+    if not any(groups.values()):
+        console.print(Text("  nothing reinforced yet: storing the same fact again reinforces it", style="dim"))
+        return
+    for kind, items in groups.items():
+        if not items:
+            continue
+        console.print(Text(f"\n{kind.capitalize()} ({len(items)})", style="bold cyan"))
+        for m in items:
+            line = Text(f"  x{m.reinforce_count + 1:<3} ", style="green")
+            line.append(m.path, style="bold")
+            line.append(f"  {_compact(m.payload, 100)}")
+            console.print(line)
+
+
+@main.command(short_help="Decrypt every record, re-derive every snapshot id.")
+@path_option
+@key_option
+@json_option
+def verify(path: str | None, key_file: str | None, as_json: bool) -> None:
+    """Open every record and re-derive every snapshot id, on every branch.
+
+    Exits 0 when everything authenticates, 1 when anything does not (the problems are listed).
+    """
+    with _open(path, key_file=key_file) as (mem, _), _progress("verifying") as progress:
+        report = ops.verify(mem, progress)
+    if as_json:
+        _emit_json(report)
+    else:
+        click.echo(f"{'ok' if report.ok else 'FAILED'}: {report.records} records, {report.branches} branches")
+        for problem in report.problems:
+            click.echo(f"  {problem}")
+    sys.exit(EXIT_OK if report.ok else EXIT_INTEGRITY)
+
+
+@main.command("rebuild-index", short_help="Re-embed everything into a fresh vector index.")
+@path_option
+@key_option
+@json_option
+def rebuild_index(path: str | None, key_file: str | None, as_json: bool) -> None:
+    """Drop the vector index and re-embed every visible memory on every branch.
+
+    The index is derived data: the sealed journal is the source of truth, so nothing is lost.
+    Run it after changing the embedding model. Stop other processes using the store first.
+    """
+    with _progress("re-embedding (branches)") as progress:
+        count = ops.rebuild_index(path, key_text=_key_text(key_file), embedder=EMBEDDER, progress=progress)
+    if as_json:
+        _emit_json({"branches": count})
+    else:
+        click.echo(f"rebuilt the vector index for {count} branches")
+
+
+# -- backup --------------------------------------------------------------------------------------
+
+
+@main.command("export", short_help="Write an encrypted backup file of the whole store.")
+@click.argument("file", type=click.Path(dir_okay=False, allow_dash=True))
+@click.option("--force", is_flag=True, help="Overwrite FILE if it exists.")
+@path_option
+@key_option
+@json_option
+def export_(file: str, force: bool, path: str | None, key_file: str | None, as_json: bool) -> None:
+    """Write an encrypted backup of the whole store (every branch and snapshot) to FILE.
+
+    Restoring needs the store's key too: keep `sovseal key export` somewhere safe, apart from
+    the backup. `-` writes to stdout.
+
+    \b
+      sovseal export backup.sovseal
+      sovseal import backup.sovseal --path /new/home    (after `sovseal key import` there)
+    """
+    directory = Path(path) if path else default_home()
+    with _open(str(directory), key_file=key_file) as (mem, _), _progress("exporting") as progress:
+        master, _backend = ops.resolve_key(directory, key_text=_key_text(key_file))
+        if file == "-":
+            info = ops.export_backup(mem, master, sys.stdout.buffer, progress=progress)
+        else:
+            target = Path(file)
+            if target.exists() and not force:
+                raise InvalidInputError(f"{target} exists; pass --force to overwrite it")
+            tmp = target.with_name(f".{target.name}.tmp")
+            with open(tmp, "wb") as out:
+                info = ops.export_backup(mem, master, out, progress=progress)
+                out.flush()
+                os.fsync(out.fileno())
+            os.replace(tmp, target)
+    if file == "-":
+        return
+    if as_json:
+        _emit_json({"file": str(Path(file).absolute()), **ops.jsonable(info)})
+        return
+    click.echo(f"exported {info.items} items ({len(info.source_branches)} branches) to {file}")
+    if info.skipped_damaged:
+        _note(f"warning: {info.skipped_damaged} damaged frames were left out; run `sovseal verify`")
+
+
+@main.command("import", short_help="Import an encrypted backup file.")
+@click.argument("file", type=click.Path(exists=True, dir_okay=False))
+@path_option
+@key_option
+@json_option
+def import_(file: str, path: str | None, key_file: str | None, as_json: bool) -> None:
+    """Import a backup written by `sovseal export` (into a fresh store, usually).
+
+    The store at --path needs the source store's key first (`sovseal key import`, --key-file or
+    SOVSEAL_KEY); the store is created if it does not exist. Every record is authenticated and
+    its snapshot id re-derived; items already present are skipped.
+
+    \b
+      sovseal key import --path /new/home < sovseal-key.txt
+      sovseal import backup.sovseal --path /new/home && sovseal verify --path /new/home
+    """
+    directory = Path(path) if path else default_home()
+    with open(file, "rb") as src:
+        header, _ = ops.read_backup_header(src)
+        master, _backend = ops.resolve_key(directory, key_text=_key_text(key_file), create=False)
+        src.seek(0)
+        mem, _backend = ops.open_store(directory, key=master, create=True, embedder=EMBEDDER)
+        with mem, _progress("importing") as progress:
+            info = ops.import_backup(mem, master, src, progress=progress)
+            heads = ops.branch_heads(mem)
+    if as_json:
+        _emit_json({"path": str(directory.absolute()), "items": info.items, "branches": heads})
+    else:
+        click.echo(f"imported {header['items']} items into {directory}: branches {', '.join(sorted(heads))}")
+
+
+# -- keys ------------------------------------------------------------------------------------------
+
+
+@main.group(short_help="Export or import the store's master key.")
+def key() -> None:
+    """Export the store's master key, or import one (a second device, a restore)."""
+
+
+@key.command("export", short_help="Print the master key as one line of text.")
+@path_option
+def key_export(path: str | None) -> None:
+    """Print the store's master key as one line of text (with a checksum).
+
+    Anyone holding it can read every memory: keep it offline. Without it, nothing can be read.
+
+    \b
+      sovseal key export > sovseal-key.txt && chmod 600 sovseal-key.txt
+    """
+    from .keys import export_key
+
+    directory = Path(path) if path else default_home()
+    master, backend = ops.resolve_key(directory)
+    click.echo(export_key(master))
+    _note(f"this is the master key of {directory} (from {backend}); anyone holding it can read the store")
+
+
+@key.command("import", short_help="Save an exported key for a store.")
+@click.argument("exported", required=False, default="-")
+@path_option
+def key_import(exported: str, path: str | None) -> None:
+    """Save an exported key for the store at --path (EXPORTED, or `-` to read it from stdin).
+
+    Reading from stdin keeps the key out of your shell history. Refuses a key that does not
+    open an existing store, or that would replace a different key already held for it.
+
+    \b
+      sovseal key import --path /new/home < sovseal-key.txt
+    """
+    from .keys import import_key, store_master_key
+
+    directory = Path(path) if path else default_home()
+    if exported == "-":
+        exported = click.prompt("exported key", hide_input=True) if sys.stdin.isatty() else sys.stdin.read()
+    master = import_key(exported)
+    if ops.store_exists(directory):
+        Sovseal(directory, key=master).close()  # raises KeyUnavailableError if it is not this store's key
+    backend = store_master_key(directory, master)
+    from .crypto import derive_subkeys
+
+    click.echo(f"imported key {derive_subkeys(master).key_id} for {directory} into {backend}")
+
+
+# -- agents ----------------------------------------------------------------------------------------
+
+
+@main.command(short_help="Run the MCP server on stdio for agents.")
+@store_options
+def mcp(path: str | None, branch: str, key_file: str | None) -> None:
+    """Run the MCP server on stdio, for agents (Claude Desktop, Claude Code, Cursor, ...).
+
+    It creates the store (and key) on first start, warms the embedding model, then serves the
+    tools store_memory, recall_memory, get_memory, delete_memory, snapshot, fork, rollback,
+    list_branches, switch_branch, memory_log and verify. See docs/mcp.md for client configs.
+
+    \b
+      {"mcpServers": {"sovseal": {"command": "sovseal", "args": ["mcp"]}}}
+    """
+    from .mcp_server import serve_stdio
+
+    serve_stdio(path, branch=branch, key_text=_key_text(key_file), embedder=EMBEDDER)
+
+
+# -- the tour --------------------------------------------------------------------------------------
+
+
+@main.command(short_help="A scripted tour of the engine on a throwaway store.")
 @click.option("--path", type=click.Path(file_okay=False), help="Store directory (default: a new temporary one).")
 def demo(path: str | None) -> None:
     """A scripted tour: store, get, recall, fork, rollback, delete, verify, reopen."""
@@ -99,32 +978,91 @@ def demo(path: str | None) -> None:
         sys.exit(1)
 
 
-@main.command()
-@click.option("--path", type=click.Path(file_okay=False), default=None, help="Store directory.")
-def verify(path: str | None) -> None:
-    """Open every record and re-derive every snapshot id."""
-    with Sovseal(path) as mem:
+# -- replication: the server and restore (sovseal/replication, sovseal/server) -------------------
+
+
+@main.command(short_help="Run the replication server (blind: never sees keys or plaintext).")
+@click.option("--host", envvar="SOVSEAL_SERVER_HOST", default="127.0.0.1", show_default=True, help="Address to listen on.")
+@click.option("--port", envvar="SOVSEAL_SERVER_PORT", type=int, default=8765, show_default=True, help="Port to listen on.")
+@click.option(
+    "--database",
+    envvar="SOVSEAL_SERVER_DATABASE",
+    default=None,
+    help="SQLite file (default ~/.sovseal-server/replication.sqlite3) or a postgresql:// URL.  [env: SOVSEAL_SERVER_DATABASE]",
+)
+@click.option("--max-body", type=int, default=16 * 1024 * 1024, show_default=True, help="Largest push body accepted, in bytes.")
+@click.option("--create-key", is_flag=True, help="Create an API key, print it once, and exit (it is stored hashed).")
+@click.option("--project", default=None, help="With --create-key: the server-blind project id (64 hex) to bind the key to; by default it binds to the first project it is used with.")
+@click.option("--label", default="", help="With --create-key: a note stored beside the key.")
+@click.option("--revoke-key", default=None, metavar="KEY", help="Revoke an API key and exit.")
+@click.option("--log-level", default="info", show_default=True, type=click.Choice(["critical", "error", "warning", "info", "debug"]))
+def serve(
+    host: str, port: int, database: str | None, max_body: int, create_key: bool, project: str | None, label: str, revoke_key: str | None, log_level: str
+) -> None:
+    """Serve replication (push, pull, health) over HTTP with uvicorn.
+
+    Put TLS in front of it (a reverse proxy) for anything but loopback: clients refuse plain http
+    to other hosts. Keys are per project:
+
+    \b
+      sovseal serve --create-key              # prints sov_...; give it to the devices of one project
+      SOVSEAL_ENDPOINT=http://127.0.0.1:8765 SOVSEAL_API_KEY=sov_... python agent.py
+      sovseal serve --database postgresql://user@db/sovseal --host 0.0.0.0
+    """
+    from .server import Limits, open_storage
+    from .server import serve as run_server
+
+    if create_key or revoke_key:
+        storage = open_storage(database)
+        try:
+            if create_key:
+                if project is not None and not (len(project) == 64 and all(c in "0123456789abcdef" for c in project)):
+                    raise InvalidInputError("--project must be a server-blind project id: 64 lowercase hex digits")
+                click.echo(storage.create_api_key(project, label))
+            if revoke_key:
+                found = storage.revoke_api_key(revoke_key)
+                _note("revoked" if found else "no such key")
+        finally:
+            storage.close()
+        return
+    run_server(database, host, port, Limits(max_body=max_body), log_level=log_level)
+
+
+@main.command(short_help="Pull a project from the replication server into this store.")
+@path_option
+@key_option
+@click.option("--endpoint", envvar="SOVSEAL_ENDPOINT", required=True, help="The server's base URL.  [env: SOVSEAL_ENDPOINT]")
+@click.option("--api-key", envvar="SOVSEAL_API_KEY", required=True, help="The project's API key (prefer the env var).  [env: SOVSEAL_API_KEY]")
+@click.option("--project", envvar="SOVSEAL_PROJECT", default="default", show_default=True, help="Project name.  [env: SOVSEAL_PROJECT]")
+@json_option
+def restore(path: str | None, key_file: str | None, endpoint: str, api_key: str, project: str, as_json: bool) -> None:
+    """Restore on a second device: pull, verify every record, rebuild lineage, branches and index.
+
+    The store's key must be the source's: pass --key-file (or SOVSEAL_KEY), or import it first
+    with `sovseal key import`. Pulling again later fetches only what is new.
+    """
+    directory = Path(path) if path else default_home()
+    key, _ = ops.resolve_key(directory, key_text=_key_text(key_file), create=False)
+    with Sovseal(directory, key=key, embedder=EMBEDDER, endpoint=endpoint, api_key=api_key, project=project) as mem:
+        with _progress("pulling") as update:
+            result = mem.pull(progress=update)
         report = mem.verify()
-    click.echo(f"{'ok' if report.ok else 'FAILED'}: {report.records} records, {report.branches} branches")
-    for problem in report.problems:
-        click.echo(f"  {problem}")
-    sys.exit(0 if report.ok else 1)
-
-
-@main.command()
-@click.option("--path", type=click.Path(file_okay=False), default=None, help="Store directory.")
-@click.option("--branch", default="main", show_default=True)
-@click.option("--limit", type=int, default=None)
-def log(path: str | None, branch: str, limit: int | None) -> None:
-    """The snapshots of a branch, newest first."""
-    with Sovseal(path or default_home(), branch=branch) as mem:
-        for entry in mem.log(limit=limit):
-            click.echo(f"{entry.snapshot_id}  #{entry.seq:<4} {entry.created_at:%Y-%m-%d %H:%M:%S}  {entry.op:<6} {entry.path}")
+        info = {"pull": ops.jsonable(result), "verify_ok": report.ok, "records": report.records, "branches": mem.branches()}
+    if as_json:
+        _emit_json(info)
+    else:
+        click.echo(
+            f"pulled {result.received} items ({result.new_records} new snapshots, {result.waiting} waiting for a parent); "
+            f"verify {'ok' if report.ok else 'FAILED'}: {report.records} records, branches {', '.join(info['branches'])}"
+        )
+    if not report.ok:
+        sys.exit(EXIT_INTEGRITY)
 
 
 def run() -> None:
+    """The console-script entry point."""
     try:
         main(standalone_mode=True)
-    except SovsealError as exc:
-        click.echo(f"error: {exc}", err=True)
-        sys.exit(2)
+    except SovsealError as exc:  # raised outside a command (the group handles those inside one)
+        click.echo(f"error: {_one_line(str(exc))}", err=True)
+        sys.exit(exit_code(exc))

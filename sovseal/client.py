@@ -14,7 +14,7 @@ from collections import defaultdict
 from collections.abc import Callable, Sequence
 from datetime import UTC, datetime
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
@@ -24,10 +24,19 @@ from .frames import Op
 from .index import VectorIndex
 from .keys import coerce_key, load_master_key
 from .models import LogEntry, Memory, Status, StoreResult, VerifyReport
+from .recall import RecallEngine, RecallParams
+from .recall import parse_filter
+from .replication import DEFAULT_MAX_OUTBOX_BYTES, PullResult, ReplicatedStatus, ReplicationConfig
+from .replication import start as start_replication
 from .store import DEFAULT_BRANCH, LocalStore, Opened
+
+if TYPE_CHECKING:
+    from .replication.worker import Replicator
 
 EmbedFn = Callable[[Sequence[str]], Any]
 EVENTS = ("replication-error", "replicated")
+#: The most memories one recall returns.
+MAX_RECALL_K = 1000
 
 
 def default_home() -> Path:
@@ -45,6 +54,12 @@ class Sovseal:
     32-byte master key or its exported text; without it the key comes from the OS keychain (or
     the key file when ``SOVSEAL_KEY_FALLBACK=file``). ``embedder`` is any ``embed(texts) ->
     vectors`` callable; the default is the on-device all-MiniLM-L6-v2.
+
+    Replication (write-behind, ciphertext only) starts when an ``endpoint`` is given or
+    ``SOVSEAL_ENDPOINT`` is set (``endpoint=""`` turns it off); ``api_key`` / ``SOVSEAL_API_KEY``
+    and ``project`` / ``SOVSEAL_PROJECT`` go with it. Past ``max_outbox_bytes`` of unreplicated
+    data, ``store`` and ``delete`` block until the outbox drains, or raise
+    ``BackpressureTimeoutError`` after ``backpressure_timeout`` seconds. See docs/replication.md.
     """
 
     def __init__(
@@ -55,12 +70,20 @@ class Sovseal:
         branch: str = DEFAULT_BRANCH,
         embedder: EmbedFn | None = None,
         lock_timeout: float = 10.0,
+        endpoint: str | None = None,
+        api_key: str | None = None,
+        project: str | None = None,
+        max_outbox_bytes: int = DEFAULT_MAX_OUTBOX_BYTES,
+        backpressure_timeout: float | None = None,
+        replication_config: ReplicationConfig | None = None,
     ) -> None:
         self.path = Path(path) if path is not None else default_home()
         if key is not None:
             master, self.key_backend = coerce_key(key), "explicit"
         else:
-            master, self.key_backend = load_master_key(self.path)
+            # An existing store never gets a fresh key: that key could not open it.
+            exists = (self.path / "journal.log").exists()
+            master, self.key_backend = load_master_key(self.path, create=not exists)
         self._store = LocalStore(self.path, master, lock_timeout=lock_timeout)
         self._store.branch(branch)  # an unknown branch fails here, not on first use
         self.branch = branch
@@ -68,6 +91,23 @@ class Sovseal:
         self._index: VectorIndex | None = None
         self._index_lock = threading.Lock()
         self._listeners: dict[str, list[Callable[..., None]]] = defaultdict(list)
+        #: The write-behind worker, or None without an endpoint: flush(), rejected(), retry(), status().
+        self.replication: Replicator | None = None
+        try:
+            self.replication = start_replication(
+                self._store,
+                master,
+                self._emit,
+                endpoint=endpoint,
+                api_key=api_key,
+                project=project,
+                max_outbox_bytes=max_outbox_bytes,
+                backpressure_timeout=backpressure_timeout,
+                config=replication_config,
+            )
+        except BaseException:
+            self._store.close()
+            raise
 
     # -- lifecycle -----------------------------------------------------------------------
 
@@ -82,6 +122,8 @@ class Sovseal:
     def close(self) -> None:
         if self._store.closed:
             return
+        if self.replication is not None:
+            self.replication.close()  # a healthy worker drains first; the rest goes on the next open
         with self._index_lock:
             if self._index is not None:
                 self._index.close()
@@ -149,6 +191,8 @@ class Sovseal:
         ``parent`` overrides HEAD as the new snapshot's parent (the branch's HEAD moves to it).
         """
         self._check_open()
+        if self.replication is not None:
+            self.replication.wait_for_room()  # backpressure: the outbox is over max_outbox_bytes
         entry = make_entry("store", path, payload, metadata=metadata, type=type, provenance=provenance)
         entry.canonical()  # reject non-JSON and oversized input before any embedding work
         vector = self._embed([memory_text(entry)])
@@ -157,6 +201,7 @@ class Sovseal:
         index = self._vector_index(vector.shape[1])
         if index.missing([appended.node.idx]):
             index.add([appended.node.idx], vector)
+        self._recall_engine().added(appended.node, entry)  # feeds the in-memory keyword index
         return StoreResult(appended.snapshot_id, replicated=False, reinforced=appended.reinforced)
 
     def delete(self, path: str) -> StoreResult | None:
@@ -166,6 +211,8 @@ class Sovseal:
         delete is harmless.
         """
         self._check_open()
+        if self.replication is not None:
+            self.replication.wait_for_room()  # backpressure: the outbox is over max_outbox_bytes
         entry = make_entry("delete", path)
         appended = self._store.append(self.branch, entry)
         if appended is None:
@@ -261,31 +308,65 @@ class Sovseal:
                 )
         return out
 
-    def recall(self, query: str, *, k: int = 5) -> list[Memory]:
-        """The ``k`` memories visible at HEAD most similar to ``query``."""
+    def recall(
+        self,
+        query: str,
+        *,
+        k: int = 5,
+        filter: dict[str, Any] | None = None,
+        branch: str | None = None,
+    ) -> list[Memory]:
+        """The ``k`` memories visible at HEAD that best match ``query``, best first.
+
+        Dense (vector) and keyword (BM25) candidates are fused, given context from the records
+        stored next to them, and weighted by decay and reinforcement (``recall_params``, see
+        docs/recall.md). ``filter`` restricts the search exactly (path prefix, type, provenance,
+        metadata; see docs/recall.md); ``branch`` searches another branch's HEAD without
+        switching. Every result is decrypted and its snapshot id re-derived: a record that fails
+        raises IntegrityError. An empty or blank query returns [] (after the other arguments are
+        checked).
+        """
         self._check_open()
         if not isinstance(query, str):
             raise InvalidInputError(f"query must be a string, got {query.__class__.__name__}")
-        if not isinstance(k, int) or isinstance(k, bool) or not 1 <= k <= 1000:
-            raise InvalidInputError(f"k must be an integer from 1 to 1000; got {k!r}")
+        if not isinstance(k, int) or isinstance(k, bool) or not 1 <= k <= MAX_RECALL_K:
+            raise InvalidInputError(f"k must be an integer from 1 to {MAX_RECALL_K}; got {k!r}")
+        tree = parse_filter(filter)
+        if branch is None:
+            branch = self.branch
+        elif not isinstance(branch, str) or not branch:
+            raise InvalidInputError(f"branch must be a branch name (a non-empty string); got {branch!r}")
+        with self._store.reading():
+            self._store.branch(branch)  # an unknown branch fails here, before any embedding work
         if not query.strip():
             return []
-        vector = self._embed([query])[0]
-        index = self._vector_index(vector.shape[0])
-        with self._store.reading() as lineage:
-            visible = set(lineage.view(self._store.branch(self.branch)).values())
-        self._index_missing(index, visible)
-        hits = index.search(vector, k, visible)
-        with self._store.reading():
-            return [self._memory(self._store.open(node), score) for node, score in hits]
+        found = self._recall_engine().recall(query, k, tree, branch)
+        return [self._memory(opened, score) for opened, score in found]
+
+    @property
+    def recall_params(self) -> RecallParams:
+        """Fusion, decay and reinforcement parameters of this handle's recall (docs/recall.md)."""
+        return self._recall_engine().params
+
+    @recall_params.setter
+    def recall_params(self, params: RecallParams) -> None:
+        if not isinstance(params, RecallParams):
+            raise InvalidInputError(f"recall_params must be a sovseal.recall.RecallParams, got {type(params).__name__}")
+        self._recall_engine().params = params
+
+    def _recall_engine(self) -> RecallEngine:
+        """The recall engine, started on first use: it loads its in-memory catalog in the background."""
+        engine = self.__dict__.get("_recaller")
+        if engine is None:
+            with self._index_lock:
+                engine = self.__dict__.get("_recaller")
+                if engine is None:
+                    engine = self._recaller = RecallEngine(self._store, self._embed, self._vector_index)
+        return engine
 
     def _index_missing(self, index: VectorIndex, nodes: set[int]) -> None:
-        """Embed visible records the index lacks (stored by another process, or lost in a crash)."""
-        missing = index.missing(nodes)
-        if missing:
-            with self._store.reading():
-                texts = [memory_text(self._store.open(n).entry) for n in missing]
-            index.add(missing, self._embed(texts))
+        """Embed records the index lacks (stored by another process, pulled, or lost in a crash)."""
+        self._recall_engine().embed_missing(index, sorted(nodes))
 
     def verify(self) -> VerifyReport:
         """Open every record and re-derive every snapshot id reachable from every branch HEAD."""
@@ -303,13 +384,34 @@ class Sovseal:
             branches = len(lineage.branches)
         return VerifyReport(not problems, checked, branches, problems)
 
+    def pull(self, *, progress: Callable[[int, int], None] | None = None) -> PullResult:
+        """Fetch this project's items from the server and replay them here: restore on a second device.
+
+        Every record is opened and its snapshot id re-derived before it is written (a forged item
+        raises IntegrityError); then records visible on any branch are embedded locally, since
+        embeddings never leave a device. ``progress(done, total)`` is called after each page.
+        """
+        self._check_open()
+        if self.replication is None:
+            raise InvalidInputError(
+                "pull() needs a replication endpoint: pass endpoint= and api_key= (or set SOVSEAL_ENDPOINT and SOVSEAL_API_KEY)"
+            )
+        result = self.replication.pull(progress)
+        with self._store.reading() as lineage:
+            visible = {idx for branch in lineage.branches.values() for idx in lineage.view(branch).values()}
+        if visible:
+            self._index_missing(self._vector_index(), visible)
+        return result
+
     def status(self) -> Status:
         self._check_open()
+        replication = None if self.replication is None else self.replication.status()
         with self._store.reading() as lineage:
             head = self._store.branch(self.branch).head
             sync, rest = self._store.seals
             index = self._index
-            return Status(
+            return ReplicatedStatus(
+                replication=replication,
                 path=str(self.path),
                 branch=self.branch,
                 head=self._store.sid_of(head) if head >= 0 else None,
@@ -379,6 +481,13 @@ class AsyncSovseal:
 
     async def status(self) -> Status:
         return await asyncio.to_thread(self._sync.status)
+
+    async def pull(self, **kwargs: Any) -> PullResult:
+        return await asyncio.to_thread(self._sync.pull, **kwargs)
+
+    @property
+    def replication(self) -> Replicator | None:
+        return self._sync.replication
 
     def on(self, event: str, callback: Callable[..., None]) -> None:
         self._sync.on(event, callback)

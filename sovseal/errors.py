@@ -68,3 +68,21 @@ class ModelUnavailableError(SovsealError):
 
 class StoreClosedError(SovsealError):
     """The store was used after ``close()``."""
+
+
+class ReplicationError(SovsealError):
+    """The replication server refused a request, or could not be reached for a pull.
+
+    ``status`` is the HTTP status (None for a network error), ``code`` the server's error code,
+    ``ids`` the items concerned and ``retryable`` whether the worker retries by itself (5xx and
+    network errors) or waits for you (4xx: fix the cause, then ``replication.retry()``).
+    """
+
+    def __init__(
+        self, message: str, *, status: int | None = None, code: str = "", ids: list[str] | None = None, retryable: bool = False
+    ) -> None:
+        super().__init__(message)
+        self.status = status
+        self.code = code
+        self.ids = list(ids or [])
+        self.retryable = retryable

@@ -20,6 +20,7 @@ import re
 import threading
 from collections import OrderedDict
 from collections.abc import Sequence
+from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
 import numpy as np
@@ -38,9 +39,18 @@ QUERY_CACHE_SIZE = 256
 _LONE_SURROGATE = re.compile("[\ud800-\udfff]")
 
 
+@dataclass(frozen=True)
+class _Model:
+    """A loaded session and what feeding it needs."""
+
+    session: onnxruntime.InferenceSession
+    tokenizer: tokenizers.Tokenizer
+    id_dtype: type[np.integer]  # int32 for sovseal's graph, int64 for the usual exports
+    token_types: bool  # whether the graph takes token_type_ids (exports do; sovseal's folds them)
+
+
 class Embedder:
-    """all-MiniLM-L6-v2 on onnxruntime, offline by default. Any callable ``embed(texts) -> vectors`` works
-    for the engine; this one is also what ``embed_query``/``embed_documents`` callers expect."""
+    """all-MiniLM-L6-v2 on onnxruntime, offline by default; loads on first use or on :meth:`ready`."""
 
     dim: int = DIM
 
@@ -56,48 +66,17 @@ class Embedder:
         self._model_dir = model_dir
         self._allow_download = allow_download
         self._threads = threads if threads is not None else min(2, os.cpu_count() or 1)
+        self._model: _Model | None = None
         self._load_lock = threading.Lock()
         self._run_lock = threading.Lock()
         self._cache_lock = threading.Lock()
         self._query_cache: OrderedDict[str, np.ndarray] = OrderedDict()
-        self._session: onnxruntime.InferenceSession | None = None
-        self._tokenizer: tokenizers.Tokenizer | None = None
-        self._feeds: tuple[str, ...] = ()
-        self._id_dtype: type[np.integer] = np.int64
         self.origin: str | None = None  # where the model was loaded from, once ready
         self.model_sha256: str | None = None  # identifies the vectors: a different digest means re-embed
 
     def ready(self) -> None:
         """Resolve, verify and load the model, then run it once so the first real call is not slow."""
-        if self._session is not None:
-            return
-        with self._load_lock:
-            if self._session is not None:
-                return
-            import onnxruntime as ort
-            from tokenizers import Tokenizer
-
-            files = resolve_model(self._model_dir, allow_download=self._allow_download)
-            tokenizer = Tokenizer.from_str(files.tokenizer.decode("utf-8"))
-            tokenizer.enable_truncation(MAX_TOKENS)
-            tokenizer.no_padding()
-            options = ort.SessionOptions()
-            options.intra_op_num_threads = self._threads
-            options.inter_op_num_threads = 1
-            options.execution_mode = ort.ExecutionMode.ORT_SEQUENTIAL
-            options.add_session_config_entry("session.force_spinning_stop", "1")
-            options.log_severity_level = 3
-            session = ort.InferenceSession(files.model, options, providers=["CPUExecutionProvider"])
-            inputs = {i.name: i.type for i in session.get_inputs()}
-            unknown = set(inputs) - {"input_ids", "attention_mask", "token_type_ids"}
-            if unknown or "input_ids" not in inputs or "attention_mask" not in inputs:
-                raise ModelUnavailableError(f"{files.origin}: model.onnx takes inputs {sorted(inputs)}, not a BERT encoder's")
-            self._feeds = tuple(inputs)
-            self._id_dtype = np.int32 if inputs.get("input_ids") == "tensor(int32)" else np.int64
-            self._tokenizer = tokenizer
-            self._run(session, [tokenizer.encode("").ids])
-            self.origin, self.model_sha256 = files.origin, files.model_sha256
-            self._session = session
+        self._loaded()
 
     def embed_documents(self, texts: Sequence[str]) -> np.ndarray:
         """Embed ``texts``: an (n, 384) float32 array of unit vectors, in the order given."""
@@ -105,13 +84,12 @@ class Embedder:
         out = np.empty((len(texts), DIM), dtype=np.float32)
         if not texts:
             return out
-        self.ready()
-        assert self._session is not None and self._tokenizer is not None
-        ids = [e.ids for e in _encode(self._tokenizer, texts)]
+        model = self._loaded()
+        ids = _encode(model.tokenizer, texts)
         order = sorted(range(len(ids)), key=lambda i: len(ids[i]))
         for start in range(0, len(order), BATCH_SIZE):
             batch = order[start : start + BATCH_SIZE]
-            out[batch] = self._run(self._session, [ids[i] for i in batch])
+            out[batch] = self._run(model, [ids[i] for i in batch])
         return out
 
     def embed_query(self, text: str) -> np.ndarray:
@@ -141,15 +119,61 @@ class Embedder:
     def __call__(self, texts: Sequence[str]) -> np.ndarray:
         return self.embed_documents(texts)
 
-    def _run(self, session: onnxruntime.InferenceSession, ids: list[list[int]]) -> np.ndarray:
+    def _loaded(self) -> _Model:
+        model = self._model
+        if model is not None:
+            return model
+        with self._load_lock:
+            if self._model is None:
+                self._model = self._load()
+            return self._model
+
+    def _load(self) -> _Model:
+        import onnxruntime as ort
+        from tokenizers import Tokenizer
+
+        files = resolve_model(self._model_dir, allow_download=self._allow_download)
+        tokenizer = Tokenizer.from_str(files.tokenizer.decode("utf-8"))
+        tokenizer.enable_truncation(MAX_TOKENS)
+        tokenizer.no_padding()
+        options = ort.SessionOptions()
+        options.intra_op_num_threads = self._threads
+        options.inter_op_num_threads = 1
+        options.execution_mode = ort.ExecutionMode.ORT_SEQUENTIAL
+        # The built graph is already fused; BASIC only folds constants, and starts faster than ALL.
+        options.graph_optimization_level = ort.GraphOptimizationLevel.ORT_ENABLE_BASIC
+        # Workers spin while a run is going (low latency) and stop when it returns (idle costs nothing).
+        options.add_session_config_entry("session.force_spinning_stop", "1")
+        options.log_severity_level = 3
+        try:
+            session = ort.InferenceSession(files.model, options, providers=["CPUExecutionProvider"])
+        except Exception as exc:  # onnxruntime's Fail, InvalidGraph, ... share no public base class
+            raise ModelUnavailableError(f"onnxruntime cannot load the model from {files.origin}: {exc}") from exc
+        inputs = {i.name: i.type for i in session.get_inputs()}
+        if not {"input_ids", "attention_mask"} <= set(inputs) <= {"input_ids", "attention_mask", "token_type_ids"}:
+            raise ModelUnavailableError(f"{files.origin}: model.onnx takes inputs {sorted(inputs)}, not a BERT encoder's")
+        model = _Model(
+            session,
+            tokenizer,
+            id_dtype=np.int32 if inputs["input_ids"] == "tensor(int32)" else np.int64,
+            token_types="token_type_ids" in inputs,
+        )
+        self._run(model, [tokenizer.encode("").ids])  # warm-up: the first run allocates and initialises kernels
+        self.origin, self.model_sha256 = files.origin, files.model_sha256
+        return model
+
+    def _run(self, model: _Model, ids: list[list[int]]) -> np.ndarray:
         """Pad one batch on the right, run the encoder, mean-pool over the mask and normalise."""
-        input_ids = np.zeros((len(ids), max(map(len, ids))), dtype=self._id_dtype)
+        lengths = np.array([len(seq) for seq in ids])
+        input_ids = np.zeros((len(ids), int(lengths.max())), dtype=model.id_dtype)
         for row, seq in enumerate(ids):
             input_ids[row, : len(seq)] = seq
-        mask = (np.arange(input_ids.shape[1]) < np.array([len(s) for s in ids])[:, None]).astype(self._id_dtype)
-        feed = {"input_ids": input_ids, "attention_mask": mask, "token_type_ids": np.zeros_like(input_ids)}
+        mask = (np.arange(input_ids.shape[1]) < lengths[:, None]).astype(model.id_dtype)
+        feed = {"input_ids": input_ids, "attention_mask": mask}
+        if model.token_types:  # one text is all segment 0
+            feed["token_type_ids"] = np.zeros_like(input_ids)
         with self._run_lock:
-            hidden = session.run(["last_hidden_state"], {name: feed[name] for name in self._feeds})[0]
+            hidden = model.session.run(["last_hidden_state"], feed)[0]
         weights = mask[:, :, None].astype(np.float32)
         pooled = (hidden * weights).sum(axis=1) / np.maximum(weights.sum(axis=1), 1e-9)
         return pooled / np.maximum(np.linalg.norm(pooled, axis=1, keepdims=True), 1e-12)
@@ -168,9 +192,16 @@ def _check_texts(texts: Sequence[str]) -> list[str]:
     return items
 
 
-def _encode(tokenizer: tokenizers.Tokenizer, texts: list[str]) -> list[tokenizers.Encoding]:
-    """Tokenize; lone surrogates (valid in a Python str, not in UTF-8) become U+FFFD instead of failing."""
+def _encode(tokenizer: tokenizers.Tokenizer, texts: list[str]) -> list[list[int]]:
+    """Token ids per text. Lone surrogates (valid in a Python str, not in UTF-8) become U+FFFD instead
+    of failing. One text skips the batch call, whose thread-pool hand-off costs more than the work."""
     try:
-        return tokenizer.encode_batch(texts)
+        return _token_ids(tokenizer, texts)
     except TypeError:
-        return tokenizer.encode_batch([_LONE_SURROGATE.sub("\ufffd", t) for t in texts])
+        return _token_ids(tokenizer, [_LONE_SURROGATE.sub("\ufffd", t) for t in texts])
+
+
+def _token_ids(tokenizer: tokenizers.Tokenizer, texts: list[str]) -> list[list[int]]:
+    if len(texts) == 1:
+        return [tokenizer.encode(texts[0]).ids]
+    return [e.ids for e in tokenizer.encode_batch(texts)]

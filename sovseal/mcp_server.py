@@ -1,0 +1,305 @@
+"""The sovseal MCP server: an agent's direct way into its encrypted memory, over stdio.
+
+Built on the official ``mcp`` SDK (FastMCP). One process serves one store through one
+:class:`~sovseal.Sovseal` handle, whose current branch is the session's branch (``fork`` and
+``switch_branch`` change it). Every tool answers ``{success, data, timestamp}`` (seed 001) as
+structured content and as JSON text. A :class:`~sovseal.errors.SovsealError` (or any other
+failure) comes back as an MCP tool error (``isError: true``) carrying the typed error's name and
+message; the server itself keeps running. The embedding model is warmed before the first request.
+
+Run it with ``sovseal mcp`` (``--path``/``SOVSEAL_HOME``, ``--branch``/``SOVSEAL_BRANCH``); client
+configuration snippets are in docs/mcp.md.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import os
+import signal
+import sys
+import threading
+from collections.abc import Callable
+from pathlib import Path
+from typing import Annotated, Any, Literal
+
+import anyio
+from mcp.server.fastmcp import FastMCP
+from mcp.types import CallToolResult, TextContent, ToolAnnotations
+from pydantic import Field
+
+from . import ops
+from .client import EmbedFn, Sovseal, default_home
+from .errors import InvalidInputError, SovsealError
+
+__all__ = ["INSTRUCTIONS", "TOOLS", "build_server", "serve_stdio"]
+
+log = logging.getLogger("sovseal.mcp")
+
+TOOLS = (
+    "store_memory",
+    "recall_memory",
+    "get_memory",
+    "delete_memory",
+    "snapshot",
+    "fork",
+    "rollback",
+    "list_branches",
+    "switch_branch",
+    "memory_log",
+    "verify",
+)
+
+INSTRUCTIONS = """\
+sovseal is your long-term memory: local, encrypted, and versioned like git.
+- store_memory saves a fact under a dotted path (e.g. "user.preferences.editor"); storing a path \
+again replaces what it shows, and storing the same value again reinforces it (reinforced memories \
+rank higher). Use type "semantic" for facts, "procedural" for how-tos, "episodic" for events.
+- recall_memory finds memories by meaning; get_memory reads one path exactly.
+- Every write creates a snapshot. snapshot tells the current one; rollback moves back to an \
+earlier one without deleting anything; fork starts a branch to try something without touching the \
+main line; switch_branch and list_branches move between branches.
+- Results are {"success", "data", "timestamp"}; errors say what to do next.
+"""
+
+#: Payload: a JSON object or a string (seed 001); arrays, numbers and booleans are accepted too.
+JsonPayload = dict[str, Any] | list[Any] | str | int | float | bool
+MemoryType = Literal["semantic", "episodic", "procedural"]
+Provenance = Literal["explicit", "observed"]
+
+_WRITE = ToolAnnotations(readOnlyHint=False, destructiveHint=False, idempotentHint=True, openWorldHint=False)
+_READ = ToolAnnotations(readOnlyHint=True, openWorldHint=False)
+
+
+def _ok(data: Any) -> CallToolResult:
+    result = ops.envelope(data)
+    return CallToolResult(
+        content=[TextContent(type="text", text=json.dumps(result, ensure_ascii=False))],
+        structuredContent=result,
+    )
+
+
+def _error(exc: BaseException) -> CallToolResult:
+    result = ops.error_envelope(exc)
+    return CallToolResult(
+        content=[TextContent(type="text", text=f"{type(exc).__name__}: {exc}")],
+        structuredContent=result,
+        isError=True,
+    )
+
+
+class _Session:
+    """The store handle plus a lock: tools run one at a time in a worker thread, so the event loop
+    never blocks and the handle's current branch is never changed under a running call."""
+
+    def __init__(self, mem: Sovseal) -> None:
+        self.mem = mem
+        self._lock = threading.Lock()
+
+    async def run(self, work: Callable[[Sovseal], Any]) -> CallToolResult:
+        def locked() -> Any:
+            with self._lock:
+                return work(self.mem)
+
+        try:
+            return _ok(await anyio.to_thread.run_sync(locked))
+        except SovsealError as exc:
+            return _error(exc)
+        except Exception as exc:  # noqa: BLE001 - a bug in one call must not take the server down
+            log.exception("tool call failed")
+            return _error(exc)
+
+
+def build_server(mem: Sovseal) -> FastMCP:
+    """A FastMCP server whose tools act on ``mem`` (the caller owns and closes ``mem``)."""
+    server = FastMCP("sovseal", instructions=INSTRUCTIONS, log_level="WARNING")
+    session = _Session(mem)
+
+    @server.tool(title="Store a memory", annotations=_WRITE)
+    async def store_memory(
+        path: Annotated[
+            str, Field(description='Dotted logical key, e.g. "user.preferences.testing". Storing it again replaces the value.')
+        ],
+        payload: Annotated[JsonPayload, Field(description="The memory: a JSON object or a string (any JSON value works).")],
+        metadata: Annotated[
+            dict[str, Any] | None, Field(description='Optional JSON object stored (encrypted) with it, e.g. {"source": "chat"}.')
+        ] = None,
+        type: Annotated[
+            MemoryType, Field(description="semantic: a fact; procedural: how to do something; episodic: an event (decays fastest).")
+        ] = "semantic",
+        provenance: Annotated[
+            Provenance, Field(description="explicit: the user asked to remember it; observed: you inferred it.")
+        ] = "explicit",
+        parent: Annotated[
+            str | None, Field(description="Optional snapshot id to use as parent instead of the current HEAD (advanced).")
+        ] = None,
+    ) -> CallToolResult:
+        """Save a memory durably on this device (encrypted, versioned). Returns its snapshot_id; replicated is
+        false because replication happens in the background. Storing the exact value a path already holds
+        reinforces that memory instead (reinforced: true)."""
+
+        def work(m: Sovseal) -> dict[str, Any]:
+            parent_id = ops.resolve_snapshot(m, parent) if parent is not None else None
+            result = m.store(path, payload, metadata=metadata, type=type, provenance=provenance, parent=parent_id)
+            return {**ops.jsonable(result), "path": path, "branch": m.branch}
+
+        return await session.run(work)
+
+    @server.tool(title="Recall memories", annotations=_READ)
+    async def recall_memory(
+        query: Annotated[str, Field(description="What you want to remember, in natural language.")],
+        k: Annotated[int, Field(description="How many memories to return.", ge=1, le=100)] = 5,
+        filter: Annotated[
+            dict[str, Any] | None,
+            Field(description="Optional filter on path prefix, type, provenance or metadata (see docs/mcp.md)."),
+        ] = None,
+    ) -> CallToolResult:
+        """Find the memories on the current branch that best match a query, by meaning (on-device search,
+        no network). Each result has path, payload, metadata, type, score, snapshot_id and reinforce_count."""
+
+        def work(m: Sovseal) -> dict[str, Any]:
+            return {"branch": m.branch, "memories": ops.recall(m, query, k=k, filter=filter)}
+
+        return await session.run(work)
+
+    @server.tool(title="Get a memory", annotations=_READ)
+    async def get_memory(
+        path: Annotated[str, Field(description="The exact path the memory was stored under.")],
+    ) -> CallToolResult:
+        """Read the memory stored at an exact path on the current branch. An error if nothing is stored there
+        (use recall_memory to search)."""
+        return await session.run(lambda m: ops.require_memory(m, path))
+
+    @server.tool(
+        title="Delete a memory",
+        annotations=ToolAnnotations(readOnlyHint=False, destructiveHint=True, idempotentHint=True, openWorldHint=False),
+    )
+    async def delete_memory(
+        path: Annotated[str, Field(description="The path to delete.")],
+    ) -> CallToolResult:
+        """Delete the memory at a path on the current branch: it stops appearing in recall. History is kept, so
+        rollback can bring it back. Deleting a path that holds nothing changes nothing (deleted: false)."""
+
+        def work(m: Sovseal) -> dict[str, Any]:
+            result = m.delete(path)
+            return {"path": path, "branch": m.branch, "deleted": result is not None, "snapshot_id": result and result.snapshot_id}
+
+        return await session.run(work)
+
+    @server.tool(title="Current snapshot", annotations=_READ)
+    async def snapshot() -> CallToolResult:
+        """The current branch and its HEAD snapshot id: remember it to come back later with rollback or fork."""
+        return await session.run(lambda m: {"branch": m.branch, "snapshot_id": m.snapshot()})
+
+    @server.tool(title="Fork a branch", annotations=ToolAnnotations(readOnlyHint=False, destructiveHint=False, openWorldHint=False))
+    async def fork(
+        snapshot_id: Annotated[
+            str | None, Field(description="Snapshot to branch from (full id or unique prefix); default the current HEAD.")
+        ] = None,
+        branch: Annotated[str | None, Field(description="Name of the new branch; default a generated fork-<hex> name.")] = None,
+    ) -> CallToolResult:
+        """Create a new branch at a snapshot and switch to it, to explore without changing the branch you were
+        on. Switch back with switch_branch."""
+
+        def work(m: Sovseal) -> dict[str, Any]:
+            previous = m.branch
+            at = ops.resolve_snapshot(m, snapshot_id) if snapshot_id is not None else m.snapshot()
+            if at is None:
+                raise InvalidInputError(f"branch {previous!r} has no snapshot yet; store a memory first")
+            name = m.fork(at, branch=branch)
+            return {"branch": name, "snapshot_id": at, "previous_branch": previous}
+
+        return await session.run(work)
+
+    @server.tool(title="Roll back", annotations=ToolAnnotations(readOnlyHint=False, destructiveHint=False, openWorldHint=False))
+    async def rollback(
+        snapshot_id: Annotated[str, Field(description="The snapshot to move HEAD to (full id or unique prefix).")],
+    ) -> CallToolResult:
+        """Move the current branch's HEAD back (or forward) to a snapshot: memories look exactly as they did
+        then. Nothing is deleted; rolling back to previous_head undoes it."""
+
+        def work(m: Sovseal) -> dict[str, Any]:
+            target = ops.resolve_snapshot(m, snapshot_id)
+            previous = m.snapshot()
+            m.rollback(target)
+            return {"branch": m.branch, "head": target, "previous_head": previous}
+
+        return await session.run(work)
+
+    @server.tool(title="List branches", annotations=_READ)
+    async def list_branches() -> CallToolResult:
+        """Every branch with its HEAD snapshot and how many memories it shows; current marks this session's."""
+        return await session.run(lambda m: {"current": m.branch, "branches": ops.branch_table(m)})
+
+    @server.tool(title="Switch branch", annotations=_WRITE)
+    async def switch_branch(
+        branch: Annotated[str, Field(description="An existing branch name (see list_branches).")],
+    ) -> CallToolResult:
+        """Make another existing branch the current one for the following calls."""
+
+        def work(m: Sovseal) -> dict[str, Any]:
+            m.checkout(branch)
+            return {"branch": m.branch, "head": m.snapshot()}
+
+        return await session.run(work)
+
+    @server.tool(title="Memory log", annotations=_READ)
+    async def memory_log(
+        limit: Annotated[int, Field(description="At most this many snapshots, newest first.", ge=1, le=1000)] = 20,
+        all_branches: Annotated[
+            bool, Field(description="true: the snapshot graph of every branch (with parent ids and branch heads).")
+        ] = False,
+    ) -> CallToolResult:
+        """The history of the current branch, newest first: each snapshot's id, parent, operation (store or
+        delete), path and time. Use the ids with rollback or fork."""
+
+        def work(m: Sovseal) -> dict[str, Any]:
+            if all_branches:
+                return {"current": m.branch, "branches": ops.branch_heads(m), "snapshots": ops.snapshot_graph(m)[:limit]}
+            return {"branch": m.branch, "entries": m.log(limit=limit)}
+
+        return await session.run(work)
+
+    @server.tool(title="Verify the store", annotations=_READ)
+    async def verify() -> CallToolResult:
+        """Decrypt every record and re-derive every snapshot id on every branch. ok: false lists the damaged
+        records (restore them from a backup or a replica)."""
+        return await session.run(lambda m: ops.verify(m))
+
+    return server
+
+
+def serve_stdio(
+    path: str | os.PathLike[str] | None = None,
+    *,
+    branch: str | None = None,
+    key_text: str | None = None,
+    embedder: EmbedFn | None = None,
+) -> None:
+    """Open (or create) the store, warm the embedding model, and serve MCP on stdin/stdout until stdin closes.
+
+    stdout carries the protocol only; notes and warnings go to stderr.
+    """
+    os.environ.setdefault("LANCEDB_LOG", "error")
+    logging.basicConfig(stream=sys.stderr, level=logging.WARNING, format="sovseal mcp: %(levelname)s %(message)s")
+    directory = Path(path) if path is not None else default_home()
+    created = not ops.store_exists(directory)
+    mem, backend = ops.open_store(directory, branch=branch, key_text=key_text, create=True, embedder=embedder)
+    previous = signal.signal(signal.SIGTERM, _exit_on_sigterm)
+    try:
+        mem.ready()  # load and warm the model now, so the agent's first call is fast
+        status = mem.status()
+        print(
+            f"sovseal mcp: {'created' if created else 'serving'} {directory} "
+            f"(branch {mem.branch}, {status.visible} memories, key {backend})",
+            file=sys.stderr,
+            flush=True,
+        )
+        build_server(mem).run("stdio")
+    finally:
+        signal.signal(signal.SIGTERM, previous)
+        mem.close()
+
+
+def _exit_on_sigterm(signum: int, frame: object) -> None:
+    raise SystemExit(0)  # unwinds through serve_stdio's finally: the store and index close cleanly

@@ -1,0 +1,183 @@
+"""The in-memory catalog: per lineage node, what recall filters and ranks on.
+
+Built on open by decrypting every record once (in a background thread) and kept current by the
+store hook; it is never written to disk, so no plaintext path, term or metadata value is either.
+Nodes are the lineage's node numbers; tombstones and records that failed to open have no fields.
+
+Per node it keeps the path, type, provenance and metadata (for filters), the parent in the
+lineage and one child (the neighbours used for context), and its keyword terms (see
+:mod:`sovseal.recall.keyword`).
+"""
+
+from __future__ import annotations
+
+import bisect
+from typing import Any
+
+import numpy as np
+
+from ..entries import MEMORY_TYPES, PROVENANCES
+from . import filters as flt
+
+TYPE_CODES = {name: code for code, name in enumerate(MEMORY_TYPES)}
+PROVENANCE_CODES = {name: code for code, name in enumerate(PROVENANCES)}
+
+#: Node states.
+ABSENT, RECORD, TOMBSTONE, DAMAGED = 0, 1, 2, 3
+
+
+def _grow(array: np.ndarray, size: int, fill: Any) -> np.ndarray:
+    if size <= len(array):
+        return array
+    bigger = np.full(max(size, 2 * len(array), 1024), fill, dtype=array.dtype)
+    bigger[: len(array)] = array
+    return bigger
+
+
+class Catalog:
+    def __init__(self) -> None:
+        self.size = 0  # one past the highest node number seen
+        self.state = np.zeros(0, dtype=np.int8)
+        self.type_code = np.zeros(0, dtype=np.int8)
+        self.prov_code = np.zeros(0, dtype=np.int8)
+        self.parent = np.zeros(0, dtype=np.int64)
+        self.child = np.zeros(0, dtype=np.int64)
+        self.paths: list[str | None] = []
+        self.metadata: list[dict[str, Any] | None] = []
+        self.damage: dict[int, str] = {}
+        # path -> nodes that hold it (every version), and the sorted distinct paths for prefixes
+        self._by_path: dict[str, list[int]] = {}
+        self._sorted_paths: list[str] = []
+        # metadata field -> nodes that have it; (field, value key) -> nodes with that value
+        self._field_nodes: dict[str, list[int]] = {}
+        self._field_values: dict[tuple[str, Any], list[int]] = {}
+
+    def _reserve(self, idx: int) -> None:
+        if idx < self.size:
+            return
+        need = idx + 1
+        self.state = _grow(self.state, need, ABSENT)
+        self.type_code = _grow(self.type_code, need, -1)
+        self.prov_code = _grow(self.prov_code, need, -1)
+        self.parent = _grow(self.parent, need, -1)
+        self.child = _grow(self.child, need, -1)
+        self.paths.extend([None] * (need - len(self.paths)))
+        self.metadata.extend([None] * (need - len(self.metadata)))
+        self.size = need
+
+    def known(self, idx: int) -> bool:
+        return idx < self.size and self.state[idx] != ABSENT
+
+    def _link(self, idx: int, parent: int) -> None:
+        self.parent[idx] = parent
+        if parent >= 0 and self.child[parent] < 0:
+            self.child[parent] = idx
+
+    def add_record(self, idx: int, parent: int, path: str, type_: str, provenance: str, metadata: dict[str, Any]) -> None:
+        self._reserve(idx)
+        self._link(idx, parent)
+        self.state[idx] = RECORD
+        self.type_code[idx] = TYPE_CODES.get(type_, -1)
+        self.prov_code[idx] = PROVENANCE_CODES.get(provenance, -1)
+        self.paths[idx] = path
+        self.metadata[idx] = metadata
+        nodes = self._by_path.get(path)
+        if nodes is None:
+            self._by_path[path] = [idx]
+            bisect.insort(self._sorted_paths, path)
+        else:
+            nodes.append(idx)
+        for name, value in metadata.items():
+            self._field_nodes.setdefault(name, []).append(idx)
+            try:
+                self._field_values.setdefault((name, flt.value_key(value)), []).append(idx)
+            except TypeError:  # an unhashable oddity: equality falls back to scanning
+                pass
+
+    def add_tombstone(self, idx: int, parent: int) -> None:
+        self._reserve(idx)
+        self._link(idx, parent)
+        self.state[idx] = TOMBSTONE
+
+    def add_damaged(self, idx: int, parent: int, reason: str) -> None:
+        self._reserve(idx)
+        self._link(idx, parent)
+        self.state[idx] = DAMAGED
+        self.damage[idx] = reason
+
+    # -- filters -------------------------------------------------------------------------------
+
+    def mask(self, tree: flt.Filter, size: int) -> np.ndarray:
+        """The nodes (of the first ``size``) whose record satisfies ``tree``."""
+        if isinstance(tree, flt.All):
+            out = np.ones(size, dtype=bool)
+            for part in tree.parts:
+                out &= self.mask(part, size)
+            return out
+        if isinstance(tree, flt.AnyOf):
+            out = np.zeros(size, dtype=bool)
+            for part in tree.parts:
+                out |= self.mask(part, size)
+            return out
+        if isinstance(tree, flt.Not):
+            return self._records(size) & ~self.mask(tree.part, size)
+        return self._cond(tree, size)
+
+    def _records(self, size: int) -> np.ndarray:
+        out = np.zeros(size, dtype=bool)
+        n = min(size, self.size)
+        out[:n] = self.state[:n] == RECORD
+        return out
+
+    def _nodes_mask(self, nodes: list[int] | Any, size: int) -> np.ndarray:
+        out = np.zeros(size, dtype=bool)
+        if len(nodes):
+            arr = np.asarray(nodes, dtype=np.int64)
+            out[arr[arr < size]] = True
+        return out
+
+    def _cond(self, cond: flt.Cond, size: int) -> np.ndarray:
+        field, op, operand = cond.field, cond.op, cond.operand
+        if field in ("type", "provenance"):
+            codes = TYPE_CODES if field == "type" else PROVENANCE_CODES
+            column = self.type_code if field == "type" else self.prov_code
+            wanted = [operand] if op in ("$eq", "$ne") else list(operand)
+            hit = np.zeros(size, dtype=bool)
+            n = min(size, self.size)
+            hit[:n] = np.isin(column[:n], [codes[w] for w in wanted])
+            if op in ("$ne", "$nin"):
+                hit = self._records(size) & ~hit
+            return hit
+        if field == "path":
+            if op == "$prefix":
+                lo = bisect.bisect_left(self._sorted_paths, operand)
+                nodes: list[int] = []
+                for path in self._sorted_paths[lo:]:
+                    if not path.startswith(operand):
+                        break
+                    nodes.extend(self._by_path[path])
+                return self._nodes_mask(nodes, size)
+            wanted_paths = [operand] if op in ("$eq", "$ne") else list(operand)
+            nodes = [n for p in wanted_paths for n in self._by_path.get(p, ())]
+            hit = self._nodes_mask(nodes, size)
+            if op in ("$ne", "$nin"):
+                hit = self._records(size) & ~hit
+            return hit
+        assert isinstance(field, tuple)
+        name = field[1]
+        if op in ("$eq", "$in") or (op == "$exists" and operand):
+            if op == "$exists":
+                return self._nodes_mask(self._field_nodes.get(name, []), size)
+            values = [operand] if op == "$eq" else list(operand)
+            nodes = []
+            for value in values:
+                nodes.extend(self._field_values.get((name, flt.value_key(value)), ()))
+            return self._nodes_mask(nodes, size)
+        # $ne, $nin, $exists false, ordered comparisons and $prefix: records without the field
+        # match $ne/$nin/$exists false; the others are checked value by value.
+        having = self._field_nodes.get(name, [])
+        if op in ("$ne", "$nin", "$exists"):
+            positive = {"$ne": "$eq", "$nin": "$in", "$exists": "$exists"}[op]
+            return self._records(size) & ~self._cond(flt.Cond(field, positive, True if op == "$exists" else operand), size)
+        hits = [n for n in having if flt.matches(op, operand, True, self.metadata[n][name])]  # type: ignore[index]
+        return self._nodes_mask(hits, size)

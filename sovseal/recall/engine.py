@@ -1,0 +1,388 @@
+"""Recall: HEAD-visible hybrid search with decay and reinforcement (DESIGN.md §5, docs/recall.md).
+
+One ``RecallEngine`` per ``Sovseal`` handle. On creation a background thread decrypts every record
+once into the in-memory catalog and keyword index (nothing of it is written to disk); the store
+hook adds each new record as it is stored, and a recall first catches up with records other
+processes appended. A recall:
+
+1. embeds the query (an LRU of 256 queries);
+2. computes the records visible at the branch's HEAD (a mask over lineage nodes, kept
+   incrementally per branch) and applies the filter from the catalog, exactly;
+3. takes the best ``candidates`` from the vector index and from BM25 among those records;
+4. fuses them (see :mod:`sovseal.recall.params`), adds the lineage neighbours' context, and
+   multiplies by decay and reinforcement;
+5. opens every record it returns (decrypt, re-derive the snapshot id): one that fails raises
+   IntegrityError instead of being returned.
+"""
+
+from __future__ import annotations
+
+import logging
+import threading
+import time
+from collections import OrderedDict
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import TYPE_CHECKING
+
+import numpy as np
+
+from ..entries import MEMORY_TYPES, memory_text
+from ..errors import IntegrityError
+from ..frames import Op
+from . import text
+from .catalog import DAMAGED, Catalog
+from .filters import Filter
+from .keyword import KeywordIndex
+from .params import RecallParams, decay, reinforcement
+
+if TYPE_CHECKING:
+    from ..entries import Entry
+    from ..index import VectorIndex
+    from ..lineage import Branch, Lineage, Node
+    from ..store import LocalStore, Opened
+
+log = logging.getLogger(__name__)
+
+QUERY_CACHE_SIZE = 256
+_CHUNK = 256  # records opened per hold of the store's lock while loading
+_WALK = 4096  # steps a HEAD may have moved and still be followed incrementally
+_DAY = 86400.0
+
+
+@dataclass
+class _View:
+    head: int
+    mask: np.ndarray  # bool over nodes: visible at ``head``
+    paths: dict[bytes, int]  # path hash -> the visible node
+
+
+class RecallEngine:
+    def __init__(
+        self,
+        store: LocalStore,
+        embed: Callable[[list[str]], np.ndarray],
+        vector_index: Callable[[int], VectorIndex],
+        params: RecallParams | None = None,
+    ) -> None:
+        self._store = store
+        self._embed = embed
+        self._vector_index = vector_index
+        self.params = params or RecallParams()
+        self.now: Callable[[], float] = time.time  # tests move the clock
+        self._lock = threading.RLock()
+        self.catalog = Catalog()
+        self.keywords = KeywordIndex()
+        self._hwm = 0  # every node below this is in the catalog
+        self._queries: OrderedDict[str, np.ndarray] = OrderedDict()
+        self._views: dict[bytes, _View] = {}
+        self._ready = threading.Event()
+        self.load_seconds: float | None = None
+        self._thread = threading.Thread(target=self._load, name="sovseal-recall-catalog", daemon=True)
+        self._thread.start()
+
+    # -- the catalog -------------------------------------------------------------------------
+
+    def _load(self) -> None:
+        started = time.perf_counter()
+        try:
+            while not self._store.closed and self._sync_step():
+                pass
+        except Exception as exc:  # noqa: BLE001 - a recall retries the sync in its own thread and raises
+            if not self._store.closed:
+                log.warning("loading the recall catalog failed (recall will retry): %s", exc)
+        finally:
+            self.load_seconds = time.perf_counter() - started
+            self._ready.set()
+
+    def wait_ready(self, timeout: float | None = None) -> bool:
+        """Wait until the catalog holds every record present at open."""
+        return self._ready.wait(timeout)
+
+    def _sync_step(self, lineage: Lineage | None = None) -> bool:
+        """Catalog up to _CHUNK unknown nodes from the high-water mark; False when there were none."""
+        if lineage is None:
+            with self._store.reading() as current:
+                return self._sync_step(current)
+        end = len(lineage.nodes)
+        start = self._hwm
+        if start >= end:
+            return False
+        stop = min(end, start + _CHUNK)
+        with self._lock:
+            todo = [i for i in range(start, stop) if not self.catalog.known(i)]
+        opened: list[tuple[Node, Entry | None, str | None]] = []
+        for idx in todo:
+            node = lineage.nodes[idx]
+            if node.op is Op.DELETE:
+                opened.append((node, None, None))
+                continue
+            try:
+                opened.append((node, self._store.open(idx).entry, None))
+            except IntegrityError as exc:
+                opened.append((node, None, str(exc)))
+        for node, entry, damage in opened:
+            if entry is not None:
+                self.added(node, entry)
+            else:
+                with self._lock:
+                    if not self.catalog.known(node.idx):
+                        if damage is None:
+                            self.catalog.add_tombstone(node.idx, node.parent)
+                        else:
+                            self.catalog.add_damaged(node.idx, node.parent, damage)
+        with self._lock:
+            self._hwm = max(self._hwm, stop)
+        return True
+
+    def sync(self, lineage: Lineage) -> None:
+        """Catalog every node of ``lineage`` (the caller holds the store's lock)."""
+        while self._sync_step(lineage):
+            pass
+
+    def added(self, node: Node, entry: Entry) -> None:
+        """The store hook: a record was just stored (its plaintext is in hand)."""
+        terms = text.tokens(memory_text(entry))
+        with self._lock:
+            if self.catalog.known(node.idx):
+                return
+            self.catalog.add_record(node.idx, node.parent, entry.path, entry.type, entry.provenance, entry.metadata)
+            self.keywords.add(node.idx, terms)
+
+    # -- visibility ----------------------------------------------------------------------------
+
+    def visible(self, lineage: Lineage, branch: Branch) -> np.ndarray:
+        """A boolean mask over nodes: the records visible at the branch's HEAD (caller holds the store lock)."""
+        size = len(lineage.nodes)
+        view = self._views.get(branch.branch_id)
+        head = branch.head
+        if view is not None and view.head != head and not self._follow(lineage, view, head):
+            view = None
+        if view is None:
+            paths = dict(lineage.view(branch))
+            mask = np.zeros(max(size, 1024), dtype=bool)
+            if paths:
+                mask[np.fromiter(paths.values(), dtype=np.int64, count=len(paths))] = True
+            view = self._views[branch.branch_id] = _View(head, mask, paths)
+        if len(view.mask) < size:
+            grown = np.zeros(max(size, 2 * len(view.mask)), dtype=bool)
+            grown[: len(view.mask)] = view.mask
+            view.mask = grown
+        return view.mask[:size]
+
+    def _follow(self, lineage: Lineage, view: _View, head: int) -> bool:
+        """Move a cached view forward along the chain to ``head``; False if ``head`` is not a near descendant."""
+        steps: list[Node] = []
+        idx = head
+        while idx != view.head:
+            if idx < 0 or len(steps) >= _WALK:
+                return False
+            node = lineage.nodes[idx]
+            steps.append(node)
+            idx = node.parent
+        if len(view.mask) <= head:
+            grown = np.zeros(max(head + 1, 2 * len(view.mask)), dtype=bool)
+            grown[: len(view.mask)] = view.mask
+            view.mask = grown
+        for node in reversed(steps):
+            old = view.paths.pop(node.path_hash, None)
+            if old is not None:
+                view.mask[old] = False
+            if node.op is Op.STORE:
+                view.paths[node.path_hash] = node.idx
+                view.mask[node.idx] = True
+        view.head = head
+        return True
+
+    # -- recall --------------------------------------------------------------------------------
+
+    def query_vector(self, query: str) -> np.ndarray:
+        with self._lock:
+            cached = self._queries.get(query)
+            if cached is not None:
+                self._queries.move_to_end(query)
+                return cached
+        vector = self._embed([query])[0]
+        with self._lock:
+            self._queries[query] = vector
+            while len(self._queries) > QUERY_CACHE_SIZE:
+                self._queries.popitem(last=False)
+        return vector
+
+    def recall(self, query: str, k: int, tree: Filter | None, branch_name: str) -> list[tuple[Opened, float]]:
+        vector = self.query_vector(query)
+        terms = text.tokens(query)
+        index = self._vector_index(int(vector.shape[0]))
+        self.wait_ready()
+        for attempt in range(3):
+            with self._store.reading() as lineage:
+                self.sync(lineage)
+                branch = self._store.branch(branch_name)
+                visible = self.visible(lineage, branch)
+                self._check_damage(visible)
+                missing = index.missing_in(visible)
+                if len(missing) == 0 or attempt == 2:
+                    return self._rank(lineage, index, vector, terms, k, tree, visible)
+                texts = [memory_text(self._store.open(int(i)).entry) for i in missing]
+            index.add(missing.tolist(), self._embed(texts))  # outside the lock: embedding can be slow
+        raise AssertionError("unreachable")
+
+    def embed_missing(self, index: VectorIndex, nodes: list[int]) -> None:
+        """Embed the given records that have no vector (skipping ones that fail to open)."""
+        missing = index.missing(nodes)
+        if not missing:
+            return
+        texts: list[str] = []
+        kept: list[int] = []
+        with self._store.reading():
+            for idx in missing:
+                try:
+                    texts.append(memory_text(self._store.open(idx).entry))
+                    kept.append(idx)
+                except IntegrityError:
+                    continue  # verify() reports it; recall refuses to run over it
+        if kept:
+            index.add(kept, self._embed(texts))
+
+    def _check_damage(self, visible: np.ndarray) -> None:
+        with self._lock:
+            for idx, reason in self.catalog.damage.items():
+                if idx < len(visible) and visible[idx]:
+                    raise IntegrityError(f"a memory visible at this HEAD cannot be opened, so recall cannot rank it: {reason}")
+
+    def _rank(
+        self,
+        lineage: Lineage,
+        index: VectorIndex,
+        vector: np.ndarray,
+        terms: list[str],
+        k: int,
+        tree: Filter | None,
+        visible: np.ndarray,
+    ) -> list[tuple[Opened, float]]:
+        p = self.params
+        size = len(visible)
+        with self._lock:
+            allowed = visible if tree is None else visible & self.catalog.mask(tree, size)
+            if not allowed.any():
+                return []
+            want = max(p.candidates, 2 * k)
+            if p.fusion == "keyword":
+                dense_nodes = np.zeros(0, dtype=np.int64)
+            else:
+                dense_nodes, _ = index.search_arrays(vector, want, allowed)
+            if p.fusion == "dense" or not terms:
+                bm = np.zeros(size, dtype=np.float32)
+            else:
+                bm = self.keywords.scores(terms, size, p.bm25_k1, p.bm25_b)
+                bm *= allowed
+            bm_max = float(bm.max()) if size else 0.0
+            if bm_max > 0:
+                hits = np.flatnonzero(bm)
+                if len(hits) > want:
+                    hits = hits[np.argpartition(-bm[hits], want - 1)[:want]]
+                kw_nodes = hits[np.lexsort((hits, -bm[hits]))]
+            else:
+                kw_nodes = np.zeros(0, dtype=np.int64)
+            if p.fusion == "dense":
+                candidates = dense_nodes
+            elif p.fusion == "keyword":
+                candidates = kw_nodes
+            else:
+                candidates = np.union1d(dense_nodes, kw_nodes)
+            if not len(candidates):
+                return []
+            radius = len(p.neighbor_weights)
+            up, down = [candidates], [candidates]
+            for _ in range(radius):
+                up.append(_step(self.catalog.parent, up[-1]))
+                down.append(_step(self.catalog.child, down[-1]))
+            pool = candidates
+            if radius:
+                near = np.concatenate(up[1:] + down[1:])
+                near = near[near >= 0]
+                near = near[allowed[near]]
+                pool = np.union1d(candidates, near)
+                up, down = [pool], [pool]
+                for _ in range(radius):
+                    up.append(_step(self.catalog.parent, up[-1]))
+                    down.append(_step(self.catalog.child, down[-1]))
+            every = np.concatenate(up + down)
+            every = np.unique(every[every >= 0])
+            every = every[visible[every]]
+            base = self._base(index, vector, every, bm, bm_max, dense_nodes, kw_nodes)
+            fused = _lookup(every, base, pool)
+            for r, weight in enumerate(p.neighbor_weights, 1):
+                if weight:
+                    fused = fused + weight * (_lookup(every, base, up[r]) + _lookup(every, base, down[r]))
+            types = self.catalog.type_code[pool]
+        return self._finish(lineage, pool, fused, types, k)
+
+    def _base(
+        self,
+        index: VectorIndex,
+        vector: np.ndarray,
+        nodes: np.ndarray,
+        bm: np.ndarray,
+        bm_max: float,
+        dense_nodes: np.ndarray,
+        kw_nodes: np.ndarray,
+    ) -> np.ndarray:
+        p = self.params
+        if p.fusion == "rrf":
+            out = np.zeros(len(nodes), dtype=np.float64)
+            for ranked in (dense_nodes, kw_nodes):
+                ranks = {int(n): r for r, n in enumerate(ranked.tolist(), 1)}
+                out += np.array([1.0 / (p.rrf_k + ranks[n]) if n in ranks else 0.0 for n in nodes.tolist()])
+            return out
+        keyword = bm[nodes].astype(np.float64) / bm_max if bm_max > 0 else np.zeros(len(nodes))
+        if p.fusion == "keyword":
+            return keyword
+        dense = np.nan_to_num(index.scores_for(vector, nodes).astype(np.float64), nan=-1.0)
+        if p.fusion == "dense":
+            return (1.0 + dense) / 2.0
+        return p.dense_weight * np.maximum(dense, 0.0) + p.keyword_weight * keyword
+
+    def _finish(self, lineage: Lineage, pool: np.ndarray, fused: np.ndarray, types: np.ndarray, k: int) -> list[tuple[Opened, float]]:
+        """Decay and reinforcement, then the top k, opened. Visits the pool best-fused first and stops
+        once no later record can reach the top k (decay <= 1 and reinforcement <= its cap)."""
+        p = self.params
+        now = self.now()
+        cap = p.reinforcement_cap if p.reinforcement_weight > 0 else 1.0
+        order = np.lexsort((-pool, -fused))
+        scored: list[tuple[float, int]] = []
+        floor = -np.inf
+        for position in order.tolist():
+            bound = float(fused[position]) * cap
+            if len(scored) >= k and bound < floor:
+                break
+            idx = int(pool[position])
+            node = lineage.nodes[idx]
+            last = node.last_reinforced if node.last_reinforced is not None else node.created_at
+            code = int(types[position])
+            type_ = MEMORY_TYPES[code] if 0 <= code < len(MEMORY_TYPES) else "semantic"
+            score = float(fused[position]) * decay(p, type_, (now - last) / _DAY) * reinforcement(p, node.reinforce_count)
+            scored.append((score, idx))
+            if len(scored) >= k:
+                scored.sort(key=lambda s: (-s[0], -s[1]))
+                del scored[k:]
+                floor = scored[-1][0]
+        scored.sort(key=lambda s: (-s[0], -s[1]))
+        return [(self._store.open(idx), score) for score, idx in scored[:k]]
+
+
+def _step(links: np.ndarray, nodes: np.ndarray) -> np.ndarray:
+    """One step along ``links`` (parent or child) for each node; -1 stays -1."""
+    out = np.full(len(nodes), -1, dtype=np.int64)
+    ok = (nodes >= 0) & (nodes < len(links))
+    out[ok] = links[nodes[ok]]
+    return out
+
+
+def _lookup(keys: np.ndarray, values: np.ndarray, nodes: np.ndarray) -> np.ndarray:
+    """values[keys == node] for each node (keys sorted); 0 where the node is -1 or not a key."""
+    if not len(keys):
+        return np.zeros(len(nodes))
+    pos = np.clip(np.searchsorted(keys, nodes), 0, len(keys) - 1)
+    hit = (keys[pos] == nodes) & (nodes >= 0)
+    return np.where(hit, values[pos], 0.0)

@@ -1,0 +1,105 @@
+"""Replication settings: where to send, with which key, and how the worker paces itself.
+
+Settings come from constructor arguments first and the environment second
+(``SOVSEAL_ENDPOINT``, ``SOVSEAL_API_KEY``, ``SOVSEAL_PROJECT``), so an agent framework that
+builds ``Sovseal()`` for you still replicates when the environment says so. An empty
+``endpoint=""`` turns replication off even when the environment sets one.
+
+A bearer API key must not cross a network in the clear: plain ``http://`` is accepted only for
+loopback hosts (a server on this machine, or a local TLS-terminating proxy), unless
+``SOVSEAL_ALLOW_INSECURE_HTTP=1`` says the operator knows better.
+"""
+
+from __future__ import annotations
+
+import ipaddress
+import os
+from dataclasses import dataclass
+from urllib.parse import urlsplit
+
+from ..errors import InvalidInputError
+
+ENDPOINT_ENV = "SOVSEAL_ENDPOINT"
+API_KEY_ENV = "SOVSEAL_API_KEY"
+PROJECT_ENV = "SOVSEAL_PROJECT"
+INSECURE_ENV = "SOVSEAL_ALLOW_INSECURE_HTTP"
+LOG_BODIES_ENV = "SOVSEAL_LOG_REPLICATION_BODIES"
+DEFAULT_PROJECT = "default"
+DEFAULT_MAX_OUTBOX_BYTES = 256 * 1024 * 1024
+
+
+@dataclass(frozen=True, slots=True)
+class ReplicationConfig:
+    """How the worker batches, retries and drains. The defaults are DESIGN.md §6's."""
+
+    batch_items: int = 32  # items per push
+    linger: float = 0.25  # send a partial batch once its oldest item is this old (seconds)
+    max_batch_bytes: int = 4 * 1024 * 1024  # keep a push well below the server's body limit
+    backoff_base: float = 0.25  # first retry delay after a 5xx or network error (seconds)
+    backoff_max: float = 30.0  # retry delays grow exponentially up to this
+    connect_timeout: float = 5.0
+    request_timeout: float = 30.0
+    poll_interval: float = 0.05  # how often an idle worker looks at the outbox
+    drain_on_close: float = 5.0  # close() waits this long for a healthy worker to empty the outbox
+    pull_page: int = 1000  # items per pull request
+
+    def __post_init__(self) -> None:
+        if not 1 <= self.batch_items <= 1024:
+            raise InvalidInputError(f"batch_items must be 1..1024, got {self.batch_items}")
+        for name in ("linger", "backoff_base", "backoff_max", "connect_timeout", "request_timeout", "poll_interval", "drain_on_close"):
+            if getattr(self, name) < 0:
+                raise InvalidInputError(f"{name} must be >= 0")
+        if self.backoff_base <= 0 or self.backoff_max < self.backoff_base:
+            raise InvalidInputError("backoff_base must be > 0 and backoff_max >= backoff_base")
+
+
+@dataclass(frozen=True, slots=True)
+class Target:
+    """A resolved replication target."""
+
+    endpoint: str  # base URL, no trailing slash
+    api_key: str
+    project: str  # the project name as the user knows it (never sent)
+
+
+def _loopback(host: str) -> bool:
+    if host == "localhost":
+        return True
+    try:
+        return ipaddress.ip_address(host).is_loopback
+    except ValueError:
+        return False
+
+
+def check_endpoint(endpoint: str) -> str:
+    """Validate a base URL; returns it without a trailing slash."""
+    parts = urlsplit(endpoint)
+    if parts.scheme not in ("http", "https") or not parts.hostname:
+        raise InvalidInputError(f"endpoint must be an http(s) URL like https://sync.example.com, got {endpoint!r}")
+    if parts.scheme == "http" and not _loopback(parts.hostname) and os.environ.get(INSECURE_ENV) != "1":
+        raise InvalidInputError(
+            f"endpoint {endpoint!r} is plain http to a non-loopback host: the API key would travel in the clear. "
+            f"Use https, or set {INSECURE_ENV}=1 if a trusted network or proxy protects it."
+        )
+    return endpoint.rstrip("/")
+
+
+def resolve_target(endpoint: str | None, api_key: str | None, project: str | None) -> Target | None:
+    """Arguments first, then the environment; None when replication is off."""
+    endpoint = os.environ.get(ENDPOINT_ENV, "") if endpoint is None else endpoint
+    if not endpoint:
+        return None
+    api_key = api_key if api_key is not None else os.environ.get(API_KEY_ENV, "")
+    if not api_key:
+        raise InvalidInputError(
+            f"replication to {endpoint} needs an API key: pass api_key=... or set {API_KEY_ENV} "
+            "(create one on the server with `sovseal serve --create-key`)"
+        )
+    project = project if project is not None else os.environ.get(PROJECT_ENV, DEFAULT_PROJECT)
+    if not isinstance(project, str) or not project:
+        raise InvalidInputError("project must be a non-empty string")
+    return Target(check_endpoint(endpoint), api_key, project)
+
+
+def log_bodies() -> bool:
+    return os.environ.get(LOG_BODIES_ENV, "") == "1"

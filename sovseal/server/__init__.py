@@ -1,0 +1,12 @@
+"""The self-hostable replication server (``sovseal serve``): blind storage of sealed items.
+
+It never needs or sees key material: it stores items by their keyed ids, holds early ones until
+what they depend on arrives, and serves them back in acceptance order to any device of the same
+project. SQLite by default, PostgreSQL when given a ``postgresql://`` URL.
+"""
+
+from .app import Limits, create_app
+from .runner import ServerThread, open_storage, reserve_port, serve
+from .storage import ConflictError, PushOutcome, Storage
+
+__all__ = ["ConflictError", "Limits", "PushOutcome", "ServerThread", "Storage", "create_app", "open_storage", "reserve_port", "serve"]

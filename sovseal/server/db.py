@@ -1,0 +1,177 @@
+"""Two SQL backends behind one tiny interface: embedded SQLite and PostgreSQL.
+
+The replication server's storage logic (:mod:`sovseal.server.storage`) is written once against
+:class:`Database`; only connection handling, placeholders and the per-project write lock differ.
+SQLite needs no setup (one file, WAL, ``synchronous=FULL`` so a 2xx is never sent for a commit a
+power cut could undo); PostgreSQL is for deployments that outgrow one machine and is chosen by
+giving a ``postgresql://`` URL. Each thread gets its own connection, because the ASGI app runs
+blocking database calls in a thread pool.
+"""
+
+from __future__ import annotations
+
+import sqlite3
+import threading
+from abc import ABC, abstractmethod
+from collections.abc import Iterator, Sequence
+from contextlib import contextmanager
+from pathlib import Path
+from typing import Any
+
+Row = tuple[Any, ...]
+
+
+class Tx(ABC):
+    """One open transaction (or an autocommit connection for single reads)."""
+
+    @abstractmethod
+    def execute(self, sql: str, params: Sequence[Any] = ()) -> list[Row]: ...
+
+    @abstractmethod
+    def executemany(self, sql: str, rows: Sequence[Sequence[Any]]) -> None: ...
+
+
+class Database(ABC):
+    backend: str
+    #: Appended to the SELECT that reads a project's counters inside a push: PostgreSQL locks the
+    #: row so concurrent pushes to one project serialize; SQLite's BEGIN IMMEDIATE already did.
+    lock_clause: str = ""
+
+    def __init__(self) -> None:
+        self._local = threading.local()
+        self._all: list[Any] = []
+        self._guard = threading.Lock()
+
+    @abstractmethod
+    def _connect(self) -> Any: ...
+
+    def _conn(self) -> Any:
+        conn = getattr(self._local, "conn", None)
+        if conn is None:
+            conn = self._connect()
+            self._local.conn = conn
+            with self._guard:
+                self._all.append(conn)
+        return conn
+
+    @abstractmethod
+    @contextmanager
+    def transaction(self) -> Iterator[Tx]:
+        """A write transaction: committed on normal exit, rolled back on an exception."""
+
+    @abstractmethod
+    @contextmanager
+    def reader(self) -> Iterator[Tx]:
+        """A connection for reads that need no transaction."""
+
+    def close(self) -> None:
+        with self._guard:
+            conns, self._all = self._all, []
+        for conn in conns:
+            try:
+                conn.close()
+            except Exception:  # noqa: BLE001 - closing is best effort at shutdown
+                pass
+        self._local = threading.local()
+
+
+class _SqliteTx(Tx):
+    def __init__(self, conn: sqlite3.Connection) -> None:
+        self._conn = conn
+
+    def execute(self, sql: str, params: Sequence[Any] = ()) -> list[Row]:
+        return self._conn.execute(sql, tuple(params)).fetchall()
+
+    def executemany(self, sql: str, rows: Sequence[Sequence[Any]]) -> None:
+        if rows:
+            self._conn.executemany(sql, [tuple(r) for r in rows])
+
+
+class SqliteDatabase(Database):
+    backend = "sqlite"
+
+    def __init__(self, path: Path) -> None:
+        super().__init__()
+        self.path = path
+        path.parent.mkdir(parents=True, exist_ok=True)
+
+    def _connect(self) -> sqlite3.Connection:
+        conn = sqlite3.connect(self.path, isolation_level=None, check_same_thread=False, timeout=30.0)
+        conn.execute("PRAGMA journal_mode=WAL")
+        conn.execute("PRAGMA synchronous=FULL")  # the commit is on disk before the 2xx goes out
+        conn.execute("PRAGMA busy_timeout=30000")
+        return conn
+
+    @contextmanager
+    def transaction(self) -> Iterator[Tx]:
+        conn = self._conn()
+        conn.execute("BEGIN IMMEDIATE")
+        try:
+            yield _SqliteTx(conn)
+        except BaseException:
+            conn.execute("ROLLBACK")
+            raise
+        conn.execute("COMMIT")
+
+    @contextmanager
+    def reader(self) -> Iterator[Tx]:
+        yield _SqliteTx(self._conn())
+
+
+class _PgTx(Tx):
+    def __init__(self, conn: Any) -> None:
+        self._conn = conn
+
+    def execute(self, sql: str, params: Sequence[Any] = ()) -> list[Row]:
+        cur = self._conn.execute(sql.replace("?", "%s"), tuple(params))
+        return cur.fetchall() if cur.description is not None else []
+
+    def executemany(self, sql: str, rows: Sequence[Sequence[Any]]) -> None:
+        if rows:
+            with self._conn.cursor() as cur:
+                cur.executemany(sql.replace("?", "%s"), [tuple(r) for r in rows])
+
+
+class PostgresDatabase(Database):
+    backend = "postgresql"
+    lock_clause = " FOR UPDATE"
+
+    def __init__(self, url: str) -> None:
+        super().__init__()
+        import psycopg  # imported here: SQLite-only deployments never load the driver
+
+        self._psycopg = psycopg
+        self.url = url
+
+    def _connect(self) -> Any:
+        return self._psycopg.connect(self.url, autocommit=True)
+
+    def _live(self) -> Any:
+        """This thread's connection, replaced if the server closed it (restart, idle timeout)."""
+        conn = self._conn()
+        if conn.closed or conn.broken:
+            self._local.conn = None
+            conn = self._conn()
+        return conn
+
+    @contextmanager
+    def transaction(self) -> Iterator[Tx]:
+        conn = self._live()
+        with conn.transaction():
+            yield _PgTx(conn)
+
+    @contextmanager
+    def reader(self) -> Iterator[Tx]:
+        yield _PgTx(self._live())
+
+
+def open_database(url: str | Path) -> Database:
+    """``postgresql://…`` (or ``postgres://``) opens PostgreSQL; ``sqlite:///path`` or a plain path opens SQLite."""
+    text = str(url)
+    if text.startswith(("postgresql://", "postgres://")):
+        return PostgresDatabase(text)
+    if text.startswith("sqlite:///"):
+        return SqliteDatabase(Path(text[len("sqlite:///") :]))  # sqlite:////abs/path or sqlite:///relative
+    if "://" in text:
+        raise ValueError(f"unsupported database URL {text!r}: use postgresql://… or sqlite:///path or a file path")
+    return SqliteDatabase(Path(text))

@@ -1,0 +1,342 @@
+"""What the replication server stores and in which order it accepts items.
+
+The server is blind: it keeps opaque items per project and reasons only about their clear ids.
+Three rules make a pull replayable on a second device (``LocalStore.import_items`` applies items
+strictly in the order given):
+
+- *Acceptance order is the pull order.* Each project has a counter; an accepted item gets the
+  next ``seq`` and pulls return items by ``seq``.
+- *Nothing is accepted before what it depends on.* A record needs its parent record and a
+  branch event for its branch; a branch event its HEAD record; a reinforcement its target. An
+  item that arrives early is *held* (durably, so it is still acknowledged) and released, in
+  arrival order, as soon as what it waits for is accepted.
+- *Nothing overtakes its predecessor.* Each item also waits for the item sent just before it
+  (the previous one in its batch, or the batch's ``after``), so batches that the network
+  reorders are still accepted in the sender's journal order: branch moves are relative to the
+  records before them, and only that order restores an equal lineage.
+
+Duplicates (same id, same canonical body) are accepted idempotently; a different body under a
+known id is a conflict and the whole push is refused, so a push either applies entirely or not
+at all. API keys are random tokens stored only as sha256 (they have 256 bits of entropy, so a
+slow password hash would add nothing), each scoped to one project.
+"""
+
+from __future__ import annotations
+
+import base64
+import hashlib
+import os
+import time
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass
+from typing import Literal
+
+from ..replication.protocol import API_KEY_PREFIX
+from .db import Database, Tx
+from .validate import Item
+
+SCHEMA_VERSION = 1
+_CHUNK = 400  # ids per IN (...) list: far below SQLite's host-parameter limit
+
+_SCHEMA = [
+    "CREATE TABLE IF NOT EXISTS sovseal_meta (name TEXT PRIMARY KEY, value TEXT NOT NULL)",
+    """CREATE TABLE IF NOT EXISTS api_keys (
+        key_hash TEXT PRIMARY KEY, project TEXT, label TEXT NOT NULL,
+        created_at DOUBLE PRECISION NOT NULL, revoked INTEGER NOT NULL DEFAULT 0)""",
+    "CREATE TABLE IF NOT EXISTS projects (project TEXT PRIMARY KEY, next_seq BIGINT NOT NULL, next_hold BIGINT NOT NULL)",
+    """CREATE TABLE IF NOT EXISTS items (
+        project TEXT NOT NULL, seq BIGINT NOT NULL, id TEXT NOT NULL, kind TEXT NOT NULL,
+        digest TEXT NOT NULL, body TEXT NOT NULL, received_at DOUBLE PRECISION NOT NULL,
+        PRIMARY KEY (project, seq), UNIQUE (project, id))""",
+    "CREATE TABLE IF NOT EXISTS branches (project TEXT NOT NULL, branch TEXT NOT NULL, PRIMARY KEY (project, branch))",
+    """CREATE TABLE IF NOT EXISTS held (
+        project TEXT NOT NULL, hseq BIGINT NOT NULL, id TEXT NOT NULL, after_id TEXT NOT NULL,
+        kind TEXT NOT NULL, parent TEXT NOT NULL, branch TEXT NOT NULL, digest TEXT NOT NULL,
+        body TEXT NOT NULL, received_at DOUBLE PRECISION NOT NULL,
+        PRIMARY KEY (project, hseq), UNIQUE (project, id))""",
+]
+
+AuthResult = Literal["ok", "unknown", "forbidden"]
+
+
+class ConflictError(Exception):
+    """Items whose id is known with a different body; the push was not applied."""
+
+    def __init__(self, ids: list[str]) -> None:
+        super().__init__(f"{len(ids)} item(s) conflict with a different body stored under the same id")
+        self.ids = ids
+
+
+@dataclass(frozen=True, slots=True)
+class PushOutcome:
+    accepted: int  # new items accepted into the pull order by this push
+    duplicates: int  # items the server already had (accepted or held)
+    held: list[str]  # items of this push that wait for a parent or predecessor
+    released: int  # previously held items this push made acceptable
+    cursor: int  # the project's last seq after this push
+
+
+@dataclass(frozen=True, slots=True)
+class PullPage:
+    rows: list[tuple[int, str]]  # (seq, canonical item JSON)
+    last_seq: int  # the project's newest seq (for progress)
+    held: int
+
+
+@dataclass(slots=True)
+class _Pending:
+    """An item not yet accepted: a new one from this push, or a held one being reconsidered."""
+
+    id: str
+    after: str
+    kind: str
+    parent: str
+    branch: str
+    digest: str
+    body: str
+
+
+def hash_api_key(key: str) -> str:
+    return hashlib.sha256(key.encode("utf-8")).hexdigest()
+
+
+def _chunks(values: Sequence[str]) -> Iterable[Sequence[str]]:
+    for start in range(0, len(values), _CHUNK):
+        yield values[start : start + _CHUNK]
+
+
+class Storage:
+    """The server's state in one :class:`Database`."""
+
+    def __init__(self, db: Database, *, auth_ttl: float = 5.0) -> None:
+        self.db = db
+        self.auth_ttl = auth_ttl
+        self._auth_cache: dict[str, tuple[str, float]] = {}  # key hash -> (project, valid until)
+
+    @property
+    def backend(self) -> str:
+        return self.db.backend
+
+    def migrate(self) -> None:
+        with self.db.transaction() as tx:
+            for statement in _SCHEMA:
+                tx.execute(statement)
+            tx.execute(
+                "INSERT INTO sovseal_meta (name, value) VALUES ('schema', ?) ON CONFLICT (name) DO NOTHING",
+                (str(SCHEMA_VERSION),),
+            )
+
+    def close(self) -> None:
+        self.db.close()
+
+    # -- API keys --------------------------------------------------------------------------
+
+    def create_api_key(self, project: str | None = None, label: str = "") -> str:
+        """Make a key (returned once, stored hashed). Without ``project`` it binds to the first project it is used with."""
+        key = API_KEY_PREFIX + base64.urlsafe_b64encode(os.urandom(32)).rstrip(b"=").decode("ascii")
+        with self.db.transaction() as tx:
+            tx.execute(
+                "INSERT INTO api_keys (key_hash, project, label, created_at, revoked) VALUES (?, ?, ?, ?, 0)",
+                (hash_api_key(key), project, label, time.time()),
+            )
+        return key
+
+    def revoke_api_key(self, key: str) -> bool:
+        self._auth_cache.pop(hash_api_key(key), None)
+        with self.db.transaction() as tx:
+            found = tx.execute("SELECT revoked FROM api_keys WHERE key_hash = ?", (hash_api_key(key),))
+            tx.execute("UPDATE api_keys SET revoked = 1 WHERE key_hash = ?", (hash_api_key(key),))
+        return bool(found)
+
+    def cached_authorization(self, key: str, project: str) -> AuthResult | None:
+        """The verdict for a key seen valid in the last ``auth_ttl`` seconds, without the database (None: ask it)."""
+        hit = self._auth_cache.get(hash_api_key(key))
+        if hit is None or hit[1] < time.monotonic():
+            return None
+        return "ok" if hit[0] == project else "forbidden"
+
+    def authorize(self, key: str, project: str) -> AuthResult:
+        """Is ``key`` valid for ``project``? An unbound key is bound to it now, atomically.
+
+        Valid keys are remembered for ``auth_ttl`` seconds (a revocation in another server process
+        takes effect within that time; in this one at once), so a busy client costs no extra query.
+        """
+        key_hash = hash_api_key(key)
+        with self.db.reader() as tx:
+            rows = tx.execute("SELECT project, revoked FROM api_keys WHERE key_hash = ?", (key_hash,))
+        if not rows or rows[0][1]:
+            return "unknown"
+        bound = rows[0][0]
+        if bound is None:
+            with self.db.transaction() as tx:
+                tx.execute("UPDATE api_keys SET project = ? WHERE key_hash = ? AND project IS NULL", (project, key_hash))
+                bound = tx.execute("SELECT project FROM api_keys WHERE key_hash = ?", (key_hash,))[0][0]
+        self._auth_cache[key_hash] = (str(bound), time.monotonic() + self.auth_ttl)
+        return "ok" if bound == project else "forbidden"
+
+    # -- push ------------------------------------------------------------------------------
+
+    def _counters(self, tx: Tx, project: str) -> tuple[int, int]:
+        tx.execute(
+            "INSERT INTO projects (project, next_seq, next_hold) VALUES (?, 1, 1) ON CONFLICT (project) DO NOTHING",
+            (project,),
+        )
+        row = tx.execute("SELECT next_seq, next_hold FROM projects WHERE project = ?" + self.db.lock_clause, (project,))[0]
+        return int(row[0]), int(row[1])
+
+    def _existing(self, tx: Tx, table: str, project: str, ids: Sequence[str]) -> dict[str, str]:
+        found: dict[str, str] = {}
+        for chunk in _chunks(list(ids)):
+            marks = ",".join("?" * len(chunk))
+            for item_id, digest in tx.execute(f"SELECT id, digest FROM {table} WHERE project = ? AND id IN ({marks})", (project, *chunk)):
+                found[item_id] = digest
+        return found
+
+    def _known_branches(self, tx: Tx, project: str, branches: Sequence[str]) -> set[str]:
+        found: set[str] = set()
+        for chunk in _chunks(list(branches)):
+            marks = ",".join("?" * len(chunk))
+            found.update(r[0] for r in tx.execute(f"SELECT branch FROM branches WHERE project = ? AND branch IN ({marks})", (project, *chunk)))
+        return found
+
+    def push(self, project: str, items: Sequence[Item], after: str) -> PushOutcome:
+        """Apply one validated batch atomically; raises ConflictError (nothing applied) on a conflict."""
+        with self.db.transaction() as tx:
+            next_seq, next_hold = self._counters(tx, project)
+            ids = list(dict.fromkeys(it.id for it in items))
+            accepted = self._existing(tx, "items", project, ids)
+            held = self._existing(tx, "held", project, ids)
+            conflicts: list[str] = []
+            first: dict[str, str] = {}
+            for it in items:
+                digest = accepted.get(it.id) or held.get(it.id) or first.setdefault(it.id, it.digest)
+                if digest != it.digest and it.id not in conflicts:
+                    conflicts.append(it.id)
+            if conflicts:
+                raise ConflictError(conflicts)
+
+            pending: list[_Pending] = []
+            seen: set[str] = set()
+            pred = after
+            for it in items:  # each new item waits for the one sent just before it
+                if it.id not in accepted and it.id not in held and it.id not in seen:
+                    pending.append(_Pending(it.id, pred, it.kind, it.parent, it.branch, it.digest, it.body))
+                    seen.add(it.id)
+                pred = it.id
+
+            acceptor = _Acceptor(project, next_seq, set(accepted))
+            self._prefetch(tx, acceptor, pending)
+            waiting = [p for p in pending if not acceptor.try_accept(p)]
+            tx.executemany(
+                "INSERT INTO held (project, hseq, id, after_id, kind, parent, branch, digest, body, received_at) "
+                "VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
+                [
+                    (project, next_hold + i, p.id, p.after, p.kind, p.parent, p.branch, p.digest, p.body, acceptor.now)
+                    for i, p in enumerate(waiting)
+                ],
+            )
+            next_hold += len(waiting)
+            direct = len(acceptor.inserts)
+            released: set[str] = set()
+            if direct:
+                released = self._release(tx, acceptor)
+            tx.executemany(
+                "INSERT INTO items (project, seq, id, kind, digest, body, received_at) VALUES (?, ?, ?, ?, ?, ?, ?)",
+                acceptor.inserts,
+            )
+            tx.executemany(
+                "INSERT INTO branches (project, branch) VALUES (?, ?) ON CONFLICT (project, branch) DO NOTHING",
+                [(project, b) for b in sorted(acceptor.new_branches)],
+            )
+            tx.execute(
+                "UPDATE projects SET next_seq = ?, next_hold = ? WHERE project = ?", (acceptor.next_seq, next_hold, project)
+            )
+        still_held = [p.id for p in waiting if p.id not in released]
+        return PushOutcome(direct, len(items) - len(pending), still_held, len(released), acceptor.next_seq - 1)
+
+    def _prefetch(self, tx: Tx, acceptor: _Acceptor, candidates: Sequence[_Pending]) -> None:
+        """Load which referenced items and branches are already accepted, in a few queries."""
+        refs = ({p.after for p in candidates} | {p.parent for p in candidates}) - acceptor.known - {""}
+        acceptor.known.update(self._existing(tx, "items", acceptor.project, sorted(refs)))
+        wanted = sorted({p.branch for p in candidates if p.kind == "record"} - acceptor.branches)
+        acceptor.branches.update(self._known_branches(tx, acceptor.project, wanted))
+
+    def _release(self, tx: Tx, acceptor: _Acceptor) -> set[str]:
+        """Accept every held item that has become ready, in arrival order, until none is."""
+        rows = tx.execute(
+            "SELECT id, after_id, kind, parent, branch, digest, body FROM held WHERE project = ? ORDER BY hseq",
+            (acceptor.project,),
+        )
+        if not rows:
+            return set()
+        remaining = [_Pending(*(str(v) for v in row)) for row in rows]
+        self._prefetch(tx, acceptor, remaining)
+        released: set[str] = set()
+        progress = True
+        while progress and remaining:
+            progress = False
+            still: list[_Pending] = []
+            for p in remaining:
+                if acceptor.try_accept(p):
+                    released.add(p.id)
+                    progress = True
+                else:
+                    still.append(p)
+            remaining = still
+        done = sorted(released)
+        for chunk in _chunks(done):
+            marks = ",".join("?" * len(chunk))
+            tx.execute(f"DELETE FROM held WHERE project = ? AND id IN ({marks})", (acceptor.project, *chunk))
+        return released
+
+    # -- pull and facts ----------------------------------------------------------------------
+
+    def pull(self, project: str, cursor: int, limit: int) -> PullPage:
+        """Accepted items after ``cursor``, in acceptance order."""
+        with self.db.reader() as tx:
+            rows = tx.execute(
+                "SELECT seq, body FROM items WHERE project = ? AND seq > ? ORDER BY seq LIMIT ?", (project, cursor, limit)
+            )
+            counters = tx.execute("SELECT next_seq FROM projects WHERE project = ?", (project,))
+            held = tx.execute("SELECT COUNT(*) FROM held WHERE project = ?", (project,))[0][0]
+        last = int(counters[0][0]) - 1 if counters else 0
+        return PullPage([(int(seq), str(body)) for seq, body in rows], last, int(held))
+
+    def counts(self, project: str) -> dict[str, int]:
+        """Items accepted and held for a project (for tests, health and operators)."""
+        with self.db.reader() as tx:
+            items = tx.execute("SELECT COUNT(*), COUNT(DISTINCT id) FROM items WHERE project = ?", (project,))[0]
+            held = tx.execute("SELECT COUNT(*) FROM held WHERE project = ?", (project,))[0][0]
+        return {"items": int(items[0]), "distinct": int(items[1]), "held": int(held)}
+
+    def ping(self) -> None:
+        with self.db.reader() as tx:
+            tx.execute("SELECT 1")
+
+
+class _Acceptor:
+    """Hands out sequence numbers to items whose dependencies are accepted, within one transaction."""
+
+    def __init__(self, project: str, next_seq: int, known: set[str]) -> None:
+        self.project = project
+        self.next_seq = next_seq
+        self.known = known  # accepted item ids seen so far
+        self.branches: set[str] = set()  # branch ids with an accepted branch event
+        self.new_branches: set[str] = set()
+        self.inserts: list[tuple[object, ...]] = []
+        self.now = time.time()
+
+    def try_accept(self, p: _Pending) -> bool:
+        ready = (
+            (not p.after or p.after in self.known)
+            and (not p.parent or p.parent in self.known)
+            and (p.kind != "record" or p.branch in self.branches)
+        )
+        if ready:
+            self.inserts.append((self.project, self.next_seq, p.id, p.kind, p.digest, p.body, self.now))
+            self.next_seq += 1
+            self.known.add(p.id)
+            if p.kind == "branch" and p.branch not in self.branches:
+                self.branches.add(p.branch)
+                self.new_branches.add(p.branch)
+        return ready
