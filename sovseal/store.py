@@ -355,6 +355,21 @@ class LocalStore:
                 out.append(self._to_wire(fr.decode(body)))
             return out
 
+    def export_all(self) -> list[WireItem]:
+        """Every replicable frame as a wire item, acknowledged or not, in journal order."""
+        with self.reading():
+            scan = self._journal.scan(0)
+            out: list[WireItem] = []
+            for frame in scan.frames:
+                if frame.offset >= self._end:
+                    break
+                if not frame.authentic:
+                    raise IntegrityError(f"journal byte {frame.offset} failed authentication; run verify() before exporting")
+                decoded = fr.decode(frame.body)
+                if not isinstance(decoded, fr.AckFrame):
+                    out.append(self._to_wire(decoded))
+            return out
+
     def _to_wire(self, frame: fr.Frame) -> WireItem:
         if isinstance(frame, fr.RecordFrame):
             parent = "" if frame.parent_wire_id == fr.NO_ID else frame.parent_wire_id.hex()

@@ -93,3 +93,14 @@ def test_forged_items_are_refused(tmp_path: Path, key: bytes) -> None:
         with pytest.raises(IntegrityError):
             other._store.import_items(items)  # under another key nothing opens
         assert other.status().records == 0
+
+
+def test_export_and_import_through_the_public_api(tmp_path: Path, key: bytes) -> None:
+    with Sovseal(tmp_path / "one", key=key, embedder=fake_embed) as one:
+        history(one)
+        one._store.ack([i.id for i in one._store.outbox(3)])  # acknowledged items are exported too
+        items = one.export_items()
+        expected, heads = snapshot_of(one), one.heads()
+    with Sovseal(tmp_path / "two", key=key, embedder=fake_embed) as two:
+        assert two.import_items(items) == []
+        assert two.heads() == heads and snapshot_of(two) == expected
