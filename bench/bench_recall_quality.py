@@ -11,7 +11,8 @@ by switching ``mem.recall_params``:
     bm25       keyword search alone (BM25, same tokenizer)
     rrf60      reciprocal rank fusion, k = 60 (the baseline)
     weighted   sovseal's weighted fusion without lineage context
-    sovseal    the defaults: weighted fusion + context from lineage neighbours
+    ungated    weighted fusion + lineage context at full weight always (context_coherence=0)
+    sovseal    the defaults: weighted fusion + lineage context, weighted by how coherent the chain is
 
 LoCoMo (../shared/evaldata/locomo, see SOURCES.md): one store per conversation; every turn is a
 memory at ``chat.session_<n>.turn_<m>`` with payload {speaker, text, image caption if any},
@@ -72,6 +73,7 @@ CONFIGS: dict[str, RecallParams] = {
     "bm25": replace(DEFAULT, fusion="keyword", neighbor_weights=()),
     "rrf60": replace(DEFAULT, fusion="rrf", rrf_k=60, neighbor_weights=()),
     "weighted": replace(DEFAULT, neighbor_weights=()),
+    "ungated": replace(DEFAULT, context_coherence=0.0),
     "sovseal": DEFAULT,
 }
 

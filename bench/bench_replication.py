@@ -33,12 +33,12 @@ import numpy as np
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-import httpx  # noqa: E402
+import httpx
 
-from sovseal import Sovseal  # noqa: E402
-from sovseal.replication.protocol import HEALTH_PATH  # noqa: E402
-from sovseal.server import open_storage  # noqa: E402
-from tests.fakes import fake_embed  # noqa: E402
+from sovseal import Sovseal
+from sovseal.replication.protocol import HEALTH_PATH
+from sovseal.server import open_storage
+from tests.fakes import fake_embed
 
 
 class Server:
@@ -53,7 +53,8 @@ class Server:
             sock.bind(("127.0.0.1", 0))
             port = sock.getsockname()[1]
         self.url = f"http://127.0.0.1:{port}"
-        command = [sys.executable, "-c", "from sovseal.cli import run; run()", "serve", "--database", database, "--port", str(port), "--log-level", "warning"]
+        cli = "from sovseal.cli import run; run()"
+        command = [sys.executable, "-c", cli, "serve", "--database", database, "--port", str(port), "--log-level", "warning"]
         self.process = subprocess.Popen(command)
         deadline = time.monotonic() + 60
         while True:

@@ -1012,12 +1012,12 @@ def serve(
     from .server import Limits, open_storage
     from .server import serve as run_server
 
+    if project is not None and not (len(project) == 64 and all(c in "0123456789abcdef" for c in project)):
+        raise InvalidInputError("--project must be a server-blind project id: 64 lowercase hex digits")
     if create_key or revoke_key:
         storage = open_storage(database)
         try:
             if create_key:
-                if project is not None and not (len(project) == 64 and all(c in "0123456789abcdef" for c in project)):
-                    raise InvalidInputError("--project must be a server-blind project id: 64 lowercase hex digits")
                 click.echo(storage.create_api_key(project, label))
             if revoke_key:
                 found = storage.revoke_api_key(revoke_key)

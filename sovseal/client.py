@@ -29,6 +29,7 @@ from .recall import parse_filter
 from .replication import DEFAULT_MAX_OUTBOX_BYTES, PullResult, ReplicatedStatus, ReplicationConfig
 from .replication import start as start_replication
 from .store import DEFAULT_BRANCH, LocalStore, Opened
+from .wire import WireItem
 
 if TYPE_CHECKING:
     from .replication.worker import Replicator
@@ -41,6 +42,11 @@ MAX_RECALL_K = 1000
 
 def default_home() -> Path:
     return Path(os.environ.get("SOVSEAL_HOME") or Path.home() / ".sovseal")
+
+
+def store_exists(path: str | os.PathLike[str]) -> bool:
+    """Does ``path`` hold a sovseal store? (Opening a missing one creates it; this does not.)"""
+    return (Path(path) / "journal.log").is_file()
 
 
 def _dt(ts: float | None) -> datetime | None:
@@ -82,8 +88,7 @@ class Sovseal:
             master, self.key_backend = coerce_key(key), "explicit"
         else:
             # An existing store never gets a fresh key: that key could not open it.
-            exists = (self.path / "journal.log").exists()
-            master, self.key_backend = load_master_key(self.path, create=not exists)
+            master, self.key_backend = load_master_key(self.path, create=not store_exists(self.path))
         self._store = LocalStore(self.path, master, lock_timeout=lock_timeout)
         self._store.branch(branch)  # an unknown branch fails here, not on first use
         self.branch = branch
@@ -98,6 +103,7 @@ class Sovseal:
                 self._store,
                 master,
                 self._emit,
+                has_listener=lambda event: bool(self._listeners[event]),
                 endpoint=endpoint,
                 api_key=api_key,
                 project=project,
@@ -368,21 +374,46 @@ class Sovseal:
         """Embed records the index lacks (stored by another process, pulled, or lost in a crash)."""
         self._recall_engine().embed_missing(index, sorted(nodes))
 
-    def verify(self) -> VerifyReport:
-        """Open every record and re-derive every snapshot id reachable from every branch HEAD."""
+    def verify(self, *, progress: Callable[[int, int], None] | None = None) -> VerifyReport:
+        """Open every record and re-derive every snapshot id; ``progress(done, total)`` as it goes."""
         self._check_open()
         problems: list[str] = []
         with self._store.reading() as lineage:
             problems.extend(f"journal byte {d.offset}: {d.reason}" for d in lineage.damage)
-            checked = 0
-            for node in lineage.nodes:
+            total = len(lineage.nodes)
+            for done, node in enumerate(lineage.nodes, 1):
                 try:
                     self._store.open(node.idx)
                 except IntegrityError as exc:
                     problems.append(str(exc))
-                checked += 1
+                if progress is not None and (done % 256 == 0 or done == total):
+                    progress(done, total)
             branches = len(lineage.branches)
-        return VerifyReport(not problems, checked, branches, problems)
+        return VerifyReport(not problems, total, branches, problems)
+
+    def heads(self) -> dict[str, str | None]:
+        """Every branch and its HEAD snapshot id (None for a branch with no snapshot yet)."""
+        self._check_open()
+        with self._store.reading() as lineage:
+            return {
+                name: (self._store.sid_of(head) if (head := self._store.branch(name).head) >= 0 else None)
+                for name in self._store.branch_names()
+            }
+
+    def export_items(self) -> list[WireItem]:
+        """Every replicable item of this store, oldest first: what a backup or a new device needs.
+
+        Items carry only ciphertext and keyed ids (see :mod:`sovseal.wire`); :meth:`import_items`
+        on a store with the same key replays them.
+        """
+        self._check_open()
+        return self._store.export_all()
+
+    def import_items(self, items: Sequence[WireItem]) -> list[WireItem]:
+        """Replay exported or pulled items in order, verifying each; returns the suffix still waiting
+        for a parent. Items already present are skipped, so importing twice is harmless."""
+        self._check_open()
+        return self._store.import_items(list(items))
 
     def pull(self, *, progress: Callable[[int, int], None] | None = None) -> PullResult:
         """Fetch this project's items from the server and replay them here: restore on a second device.

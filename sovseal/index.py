@@ -12,7 +12,7 @@ docs/design.md).
 - Search is done here, in numpy, not in LanceDB: recall must restrict results to the records
   visible at one HEAD (and to a filter), which is a mask over node numbers, and a flat LanceDB
   search with an ``IN (...)`` prefilter costs tens of milliseconds at 100k rows. Below
-  ``ivf_min_rows`` vectors a search is exact (one matrix-vector product). From there on the worker
+  ``ivf_min_rows`` (20,000) vectors a search is exact (one matrix-vector product). From there on the worker
   builds an IVF index in the background (spherical k-means into about 4·√n lists, the matrix
   reordered list by list); a search then scans the ``nprobe`` lists nearest to the query plus the
   rows added since the last build, exactly. The index is rebuilt in the background when a quarter
@@ -38,9 +38,9 @@ log = logging.getLogger(__name__)
 
 _TABLE = "vectors"
 #: From this many vectors on, an IVF index is built in the background.
-IVF_MIN_ROWS = 50_000
+IVF_MIN_ROWS = 20_000
 #: Searches over at most this many allowed records are exact, whatever the index.
-EXACT_MAX_ALLOWED = 20_000
+EXACT_MAX_ALLOWED = 10_000
 #: Lists probed per search, as a fraction of the lists (at least IVF_MIN_PROBE).
 IVF_PROBE_FRACTION = 0.05
 IVF_MIN_PROBE = 16
@@ -277,7 +277,8 @@ class VectorIndex:
     def build_ivf(self) -> None:
         """Cluster the current rows and reorder the matrix list by list (runs in the worker)."""
         with self._build_lock:
-            self._build_ivf()
+            if self._ivf_due():  # another thread may have built it while we waited
+                self._build_ivf()
 
     def _build_ivf(self) -> None:
         with self._lock:
@@ -293,8 +294,7 @@ class VectorIndex:
             if self._stop.is_set():
                 return
             assign = _nearest(sample, centroids)
-            sums = np.zeros_like(centroids)
-            np.add.at(sums, assign, sample)
+            sums = _cluster_sums(sample, assign, lists)
             norms = np.linalg.norm(sums, axis=1, keepdims=True)
             empty = norms[:, 0] == 0
             centroids = np.where(empty[:, None], centroids, sums / np.where(norms == 0, 1, norms))
@@ -334,7 +334,26 @@ class VectorIndex:
             rows[inside] = self._node_row[nodes[inside]]
             have = rows >= 0
             if have.any():
-                out[have] = self._matrix[rows[have]] @ vector
+                out[have] = _dot(self._matrix[rows[have]], vector)
+        return out
+
+    def pair_similarity(self, left: np.ndarray, right: np.ndarray) -> np.ndarray:
+        """Cosine similarity of left[i] and right[i] (NaN where either has no vector)."""
+        out = np.full(len(left), np.nan, dtype=np.float32)
+        if not len(left):
+            return out
+        self._loaded.wait()
+        with self._lock:
+            size = len(self._node_row)
+            rows = []
+            for nodes in (left, right):
+                r = np.full(len(nodes), -1, dtype=np.int64)
+                inside = (nodes >= 0) & (nodes < size)
+                r[inside] = self._node_row[nodes[inside]]
+                rows.append(r)
+            have = (rows[0] >= 0) & (rows[1] >= 0)
+            if have.any():
+                out[have] = np.einsum("ij,ij->i", self._matrix[rows[0][have]], self._matrix[rows[1][have]])
         return out
 
     def search(
@@ -380,9 +399,9 @@ class VectorIndex:
             sel = self._node_row[nodes]
             have = sel >= 0
             nodes, sel = nodes[have], sel[have]
-            scores = self._matrix[sel] @ vector
+            scores = _dot(self._matrix[sel], vector)
         else:
-            scores = self._matrix[:rows] @ vector
+            scores = _dot(self._matrix[:rows], vector)
             nodes = self._row_node[:rows]
             keep = allowed[nodes]
             nodes, scores = nodes[keep], scores[keep]
@@ -390,7 +409,7 @@ class VectorIndex:
 
     def _search_ivf(self, ivf: _Ivf, vector: np.ndarray, limit: int, allowed: np.ndarray) -> tuple[np.ndarray, np.ndarray] | None:
         probe = max(IVF_MIN_PROBE, math.ceil(self.probe_fraction * ivf.lists))
-        near = ivf.centroids @ vector
+        near = _dot(ivf.centroids, vector)
         chosen = np.argpartition(-near, probe - 1)[:probe] if probe < ivf.lists else np.arange(ivf.lists)
         parts_nodes: list[np.ndarray] = []
         parts_scores: list[np.ndarray] = []
@@ -403,7 +422,7 @@ class VectorIndex:
             keep = allowed[nodes]
             if not keep.any():
                 continue
-            scores = self._matrix[start:end] @ vector
+            scores = _dot(self._matrix[start:end], vector)
             parts_nodes.append(nodes[keep])
             parts_scores.append(scores[keep])
         if not parts_nodes:
@@ -412,6 +431,13 @@ class VectorIndex:
         if len(nodes) < limit:
             return None  # too few allowed rows near the query: the caller searches exactly
         return _top(nodes, np.concatenate(parts_scores), limit)
+
+
+def _dot(matrix: np.ndarray, vector: np.ndarray) -> np.ndarray:
+    """matrix @ vector on the calling thread. A search is a matrix-vector product of a few
+    megabytes: OpenBLAS would wake its thread pool for it, which on a busy 2-core machine costs
+    10-30 ms instead of 1 (measured); einsum runs it single-threaded."""
+    return np.einsum("ij,j->i", matrix, vector)
 
 
 def _as_mask(allowed: np.ndarray | set[int]) -> np.ndarray:
@@ -429,6 +455,17 @@ def _top(nodes: np.ndarray, scores: np.ndarray, limit: int) -> tuple[np.ndarray,
         nodes, scores = nodes[pick], scores[pick]
     order = np.lexsort((nodes, -scores))  # best first; ties by node number, for determinism
     return nodes[order], scores[order].astype(np.float32, copy=False)
+
+
+def _cluster_sums(data: np.ndarray, assign: np.ndarray, lists: int) -> np.ndarray:
+    """Per list, the sum of its rows (zero for an empty list)."""
+    order = np.argsort(assign, kind="stable")
+    counts = np.bincount(assign, minlength=lists)
+    sums = np.zeros((lists, data.shape[1]), dtype=np.float64)
+    starts = np.concatenate(([0], np.cumsum(counts)[:-1]))
+    present = counts > 0
+    sums[present] = np.add.reduceat(data[order].astype(np.float64), starts[present], axis=0)
+    return sums.astype(np.float32)
 
 
 def _nearest(data: np.ndarray, centroids: np.ndarray, chunk: int = 8192) -> np.ndarray:

@@ -101,7 +101,7 @@ class Embedder:
             if cached is not None:
                 self._query_cache.move_to_end(text)
                 return cached.copy()
-        vector = self.embed_documents([text])[0]
+        vector: np.ndarray = self.embed_documents([text])[0]
         with self._cache_lock:
             self._query_cache[text] = vector
             if len(self._query_cache) > QUERY_CACHE_SIZE:
@@ -173,10 +173,11 @@ class Embedder:
         if model.token_types:  # one text is all segment 0
             feed["token_type_ids"] = np.zeros_like(input_ids)
         with self._run_lock:
-            hidden = model.session.run(["last_hidden_state"], feed)[0]
+            hidden: np.ndarray = model.session.run(["last_hidden_state"], feed)[0]
         weights = mask[:, :, None].astype(np.float32)
-        pooled = (hidden * weights).sum(axis=1) / np.maximum(weights.sum(axis=1), 1e-9)
-        return pooled / np.maximum(np.linalg.norm(pooled, axis=1, keepdims=True), 1e-12)
+        pooled: np.ndarray = (hidden * weights).sum(axis=1) / np.maximum(weights.sum(axis=1), 1e-9)
+        unit: np.ndarray = pooled / np.maximum(np.linalg.norm(pooled, axis=1, keepdims=True), 1e-12)
+        return unit
 
 
 def _check_texts(texts: Sequence[str]) -> list[str]:

@@ -70,7 +70,9 @@ def build_minilm_onnx(weights: Weights) -> bytes:
         bias = g.const(f"{p}.intermediate.dense.b", g.w(f"{p}.intermediate.dense.bias"))
         hidden = g.node("BiasGelu", [hidden, bias], f"{p}.gelu", domain=_MS)
         last = i == LAYERS - 1
-        x = g.skip_layer_norm(g.matmul(hidden, f"{p}.output.dense"), x, f"{p}.output", "last_hidden_state" if last else f"{p}.ln2")
+        x = g.skip_layer_norm(
+            g.matmul(hidden, f"{p}.output.dense"), x, f"{p}.output", "last_hidden_state" if last else f"{p}.ln2"
+        )
 
     graph = helper.make_graph(
         g.nodes,
@@ -105,7 +107,7 @@ class _Writer:
         self.inits.append(numpy_helper.from_array(np.ascontiguousarray(array), name))
         return name
 
-    def node(self, op: str, inputs: list[str], output: str, domain: str = "", **attrs: object) -> str:
+    def node(self, op: str, inputs: list[str], output: str, domain: str = "", **attrs: Any) -> str:
         from onnx import helper
 
         self.nodes.append(helper.make_node(op, inputs, [output], name=output, domain=domain, **attrs))

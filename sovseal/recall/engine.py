@@ -34,7 +34,7 @@ from . import text
 from .catalog import DAMAGED, Catalog
 from .filters import Filter
 from .keyword import KeywordIndex
-from .params import RecallParams, decay, reinforcement
+from .params import RecallParams
 
 if TYPE_CHECKING:
     from ..entries import Entry
@@ -48,6 +48,7 @@ QUERY_CACHE_SIZE = 256
 _CHUNK = 256  # records opened per hold of the store's lock while loading
 _WALK = 4096  # steps a HEAD may have moved and still be followed incrementally
 _DAY = 86400.0
+_SEEDS = 40  # candidates whose lineage neighbours join the pool (at least 2k)
 
 
 @dataclass
@@ -289,34 +290,63 @@ class RecallEngine:
             elif p.fusion == "keyword":
                 candidates = kw_nodes
             else:
-                candidates = np.union1d(dense_nodes, kw_nodes)
+                candidates = _distinct([dense_nodes, kw_nodes], size)
             if not len(candidates):
                 return []
             radius = len(p.neighbor_weights)
-            up, down = [candidates], [candidates]
-            for _ in range(radius):
-                up.append(_step(self.catalog.parent, up[-1]))
-                down.append(_step(self.catalog.child, down[-1]))
+            parent, child = self.catalog.parent, self.catalog.child
             pool = candidates
             if radius:
-                near = np.concatenate(up[1:] + down[1:])
-                near = near[near >= 0]
-                near = near[allowed[near]]
-                pool = np.union1d(candidates, near)
-                up, down = [pool], [pool]
+                # Neighbours of the best candidates join the pool: a record can be found through its context.
+                first = self._base(index, vector, candidates, bm, bm_max, dense_nodes, kw_nodes)
+                seeds = candidates[np.argsort(-first, kind="stable")[: max(_SEEDS, 2 * k)]]
+                near = [seeds]
+                up = down = seeds
                 for _ in range(radius):
-                    up.append(_step(self.catalog.parent, up[-1]))
-                    down.append(_step(self.catalog.child, down[-1]))
-            every = np.concatenate(up + down)
-            every = np.unique(every[every >= 0])
+                    up, down = _step(parent, up), _step(child, down)
+                    near += [up, down]
+                extra = np.concatenate(near)
+                extra = extra[extra >= 0]
+                pool = _distinct([candidates, extra[allowed[extra]]], size)
+            ups, downs = [pool], [pool]
+            for _ in range(radius):
+                ups.append(_step(parent, ups[-1]))
+                downs.append(_step(child, downs[-1]))
+            every = _distinct(ups + downs, size)
             every = every[visible[every]]
             base = self._base(index, vector, every, bm, bm_max, dense_nodes, kw_nodes)
             fused = _lookup(every, base, pool)
+            gate = self._coherence(index, pool, visible) if radius else 0.0
             for r, weight in enumerate(p.neighbor_weights, 1):
-                if weight:
-                    fused = fused + weight * (_lookup(every, base, up[r]) + _lookup(every, base, down[r]))
+                if weight and gate:
+                    fused = fused + gate * weight * (_lookup(every, base, ups[r]) + _lookup(every, base, downs[r]))
             types = self.catalog.type_code[pool]
         return self._finish(lineage, pool, fused, types, k)
+
+    def _coherence(self, index: VectorIndex, pool: np.ndarray, visible: np.ndarray) -> float:
+        """How far lineage neighbours are context for each other here, from 0 (off) to 1 (full weight).
+
+        The mean cosine between the pool's records and their parents, minus the mean cosine between
+        the same records and records far from them in the lineage, over ``context_coherence``. A
+        conversation's consecutive turns are much more alike than two random turns of it; documents
+        ingested in bulk in arbitrary order are not, and there the context would only be noise.
+        """
+        full = self.params.context_coherence
+        if full <= 0:
+            return 1.0
+        size = len(visible)
+        parents = _step(self.catalog.parent, pool)
+        ok = parents >= 0
+        ok[ok] = visible[parents[ok]]
+        if ok.sum() < 4:
+            return 1.0  # too little evidence either way: trust the lineage
+        near = index.pair_similarity(pool[ok], parents[ok])
+        far_nodes = (pool[ok] + size // 2) % size
+        far_nodes = np.where(visible[far_nodes], far_nodes, -1)
+        far = index.pair_similarity(pool[ok], far_nodes)
+        if np.isnan(near).all() or np.isnan(far).all():
+            return 1.0
+        return float(np.clip((np.nanmean(near) - np.nanmean(far)) / full, 0.0, 1.0))
 
     def _base(
         self,
@@ -344,31 +374,30 @@ class RecallEngine:
         return p.dense_weight * np.maximum(dense, 0.0) + p.keyword_weight * keyword
 
     def _finish(self, lineage: Lineage, pool: np.ndarray, fused: np.ndarray, types: np.ndarray, k: int) -> list[tuple[Opened, float]]:
-        """Decay and reinforcement, then the top k, opened. Visits the pool best-fused first and stops
-        once no later record can reach the top k (decay <= 1 and reinforcement <= its cap)."""
+        """Decay and reinforcement over the pool, then the top k (ties: the newer record), opened."""
         p = self.params
-        now = self.now()
-        cap = p.reinforcement_cap if p.reinforcement_weight > 0 else 1.0
-        order = np.lexsort((-pool, -fused))
-        scored: list[tuple[float, int]] = []
-        floor = -np.inf
-        for position in order.tolist():
-            bound = float(fused[position]) * cap
-            if len(scored) >= k and bound < floor:
-                break
-            idx = int(pool[position])
-            node = lineage.nodes[idx]
-            last = node.last_reinforced if node.last_reinforced is not None else node.created_at
-            code = int(types[position])
-            type_ = MEMORY_TYPES[code] if 0 <= code < len(MEMORY_TYPES) else "semantic"
-            score = float(fused[position]) * decay(p, type_, (now - last) / _DAY) * reinforcement(p, node.reinforce_count)
-            scored.append((score, idx))
-            if len(scored) >= k:
-                scored.sort(key=lambda s: (-s[0], -s[1]))
-                del scored[k:]
-                floor = scored[-1][0]
-        scored.sort(key=lambda s: (-s[0], -s[1]))
-        return [(self._store.open(idx), score) for score, idx in scored[:k]]
+        nodes = lineage.nodes
+        picked = [nodes[i] for i in pool.tolist()]
+        last = np.fromiter(
+            (n.last_reinforced if n.last_reinforced is not None else n.created_at for n in picked), dtype=np.float64, count=len(picked)
+        )
+        counts = np.fromiter((n.reinforce_count for n in picked), dtype=np.float64, count=len(picked))
+        halves = np.array([p.half_life_days[t] for t in MEMORY_TYPES] + [p.half_life_days["semantic"]])
+        half = halves[np.where((types >= 0) & (types < len(MEMORY_TYPES)), types, len(MEMORY_TYPES))]
+        age = np.maximum(0.0, (self.now() - last) / _DAY)
+        decayed = p.decay_floor + (1.0 - p.decay_floor) * np.power(0.5, age / half)
+        boost = np.minimum(p.reinforcement_cap, 1.0 + p.reinforcement_weight * np.log1p(counts))
+        score = fused * decayed * boost
+        top = np.lexsort((-pool, -score))[:k]
+        return [(self._store.open(int(pool[i])), float(score[i])) for i in top]
+
+
+def _distinct(parts: list[np.ndarray], size: int) -> np.ndarray:
+    """The distinct non-negative node numbers (< size) of ``parts``, sorted."""
+    mark = np.zeros(size, dtype=bool)
+    for part in parts:
+        mark[part[(part >= 0) & (part < size)]] = True
+    return np.flatnonzero(mark)
 
 
 def _step(links: np.ndarray, nodes: np.ndarray) -> np.ndarray:

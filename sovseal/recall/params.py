@@ -42,6 +42,9 @@ class RecallParams:
     keyword_weight: float = 0.5
     #: Weight of the fused score of the records 1, 2, ... steps away in the lineage (empty: off).
     neighbor_weights: tuple[float, ...] = (0.2, 0.2)
+    #: Lineage context gets full weight when neighbours are this much more alike (mean cosine) than
+    #: records far apart in the lineage, proportionally less below, none if not more alike; 0: always full.
+    context_coherence: float = 0.1
     #: RRF's k (fusion="rrf").
     rrf_k: int = 60
     #: Candidates taken from each retriever before fusion (at least 2 × k are always taken).
@@ -62,7 +65,7 @@ class RecallParams:
     def __post_init__(self) -> None:
         if self.fusion not in FUSIONS:
             raise InvalidInputError(f"fusion must be one of {', '.join(FUSIONS)}; got {self.fusion!r}")
-        for name in ("dense_weight", "keyword_weight", "bm25_k1", "bm25_b", "decay_floor", "reinforcement_weight"):
+        for name in ("dense_weight", "keyword_weight", "bm25_k1", "bm25_b", "decay_floor", "reinforcement_weight", "context_coherence"):
             value = getattr(self, name)
             if not isinstance(value, (int, float)) or isinstance(value, bool) or not math.isfinite(value) or value < 0:
                 raise InvalidInputError(f"{name} must be a finite number >= 0; got {value!r}")

@@ -108,7 +108,9 @@ class Transport:
         try:
             data = json.loads(response.content)
         except ValueError:
-            raise ReplicationError(f"{self.target.endpoint} answered a pull with something that is not JSON", status=response.status_code) from None
+            raise ReplicationError(
+                f"{self.target.endpoint} answered a pull with something that is not JSON", status=response.status_code
+            ) from None
         if not isinstance(data, dict) or not isinstance(data.get("records"), list):
             raise ReplicationError(f"{self.target.endpoint} answered a pull without 'records'", status=response.status_code)
         return data

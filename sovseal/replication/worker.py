@@ -41,6 +41,8 @@ _PAUSING = frozenset({401, 403, 404, 405, 407})
 _PAUSING_CODES = frozenset({"bad_project", "unauthorized", "forbidden"})
 #: A batch's JSON costs about 4/3 of its sealed bytes plus the clear fields.
 _ITEM_OVERHEAD = 400
+#: Events kept per kind for a listener that registers late (per handle, oldest dropped first).
+_MAX_HELD_EVENTS = 1000
 
 
 def _now() -> datetime:
@@ -57,6 +59,7 @@ class Replicator:
         project_blind: str,
         emit: Callable[..., None],
         *,
+        has_listener: Callable[[str], bool] | None = None,
         config: ReplicationConfig | None = None,
         max_outbox_bytes: int,
         backpressure_timeout: float | None = None,
@@ -68,6 +71,8 @@ class Replicator:
         self.backpressure_timeout = backpressure_timeout
         self._store = store
         self._emit = emit
+        self._has_listener = has_listener
+        self._held_events: dict[str, list[tuple[object, ...]]] = {}  # raised before anyone listened
         self._transport = Transport(target, project_blind, self.config)
         self._quarantine = Quarantine(store.directory)
         self._after = ""  # the last item the server acknowledged from this handle
@@ -115,9 +120,10 @@ class Replicator:
 
     def _step(self) -> float:
         """One round: returns how long to wait before the next."""
+        self._deliver_held_events()
         if self._paused is not None:
             self._state = "paused"
-            return 1.0
+            return self.config.poll_interval
         items = self._next_batch()
         if not items:
             if self._state != "backoff" or self._retry_at is None:
@@ -211,17 +217,19 @@ class Replicator:
             delay = random.uniform(ceiling / 2, ceiling)  # "equal jitter": spread out, never hammering
             self._retry_at = time.monotonic() + delay
             self._record(message)
-            first = self._failures == 1
+            attempt = self._failures
         self._state = "backoff"
-        if first:  # one event per outage, not one per attempt
-            error = ReplicationError(
-                f"replication to {self.target.endpoint} failed: {message}; retrying with backoff",
-                status=status,
-                code=code,
-                ids=ids,
-                retryable=True,
-            )
-            self._safe_emit("replication-error", error)
+        # One event per failed attempt: the backoff bounds their rate (at most one per backoff_max
+        # in a long outage), and a listener registered after the first failure still hears of it.
+        error = ReplicationError(
+            f"replication to {self.target.endpoint} failed ({attempt} attempt(s) in a row): {message}; "
+            f"retrying in {delay:.1f} s",
+            status=status,
+            code=code,
+            ids=ids,
+            retryable=True,
+        )
+        self._safe_emit("replication-error", error)
         return delay
 
     def _refused(self, items: list[WireItem], outcome: Outcome) -> float:
@@ -273,10 +281,27 @@ class Replicator:
         self._last_error_at = _now()
 
     def _safe_emit(self, event: str, *args: object) -> None:
+        """Call the listeners; with none yet, hold the event (the worker starts inside the constructor,
+        before the caller can register, and a 401 on the first push must not go unheard)."""
+        if self._has_listener is not None and not self._has_listener(event):
+            with self._lock:
+                held = self._held_events.setdefault(event, [])
+                held.append(args)
+                del held[:-_MAX_HELD_EVENTS]
+            return
         try:
             self._emit(event, *args)
         except Exception:  # noqa: BLE001 - a user's callback must not kill the worker
             log.exception("a %r callback raised", event)
+
+    def _deliver_held_events(self) -> None:
+        if not self._held_events or self._has_listener is None:
+            return
+        with self._lock:
+            ready = [(event, self._held_events.pop(event)) for event in list(self._held_events) if self._has_listener(event)]
+        for event, held in ready:
+            for args in held:
+                self._safe_emit(event, *args)
 
     # -- what the client and the user call ------------------------------------------------
 
@@ -320,6 +345,8 @@ class Replicator:
 
         Returns False on timeout, when paused, or (``stop_on_failure``) at the first failed attempt.
         """
+        if threading.current_thread() is self._thread:
+            return False  # called from a callback on the worker itself: it cannot wait for itself
         deadline = None if timeout is None else time.monotonic() + timeout
         with self._lock:
             self._hurry += 1

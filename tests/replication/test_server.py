@@ -113,7 +113,9 @@ def test_a_different_body_under_a_known_id_is_refused_and_nothing_applies(srv: S
     items, _ = source(tmp_path, key)
     api = srv.storage.create_api_key(PROJECT_A)
     record = next(i for i in items[:10] if i.kind == "record")
-    forged = WireItem(record.kind, record.id, record.parent, record.branch, record.path_hash, os.urandom(len(record.sealed)), record.created_at)
+    forged = WireItem(
+        record.kind, record.id, record.parent, record.branch, record.path_hash, os.urandom(len(record.sealed)), record.created_at
+    )
     with http(srv, api) as client:
         push_in_batches(client, items[:10], 10)
         reply = push(client, [*items[10:14], forged], items[9].id)

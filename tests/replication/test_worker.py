@@ -27,7 +27,7 @@ from sovseal.server import ServerThread, reserve_port
 from sovseal.wire import WireItem
 from tests.replication.conftest import FAST, open_mem, wait_for
 from tests.replication.helpers import history, server_items, snapshot_of
-from tests.replication.proxy import Captured, FaultProxy, always
+from tests.replication.proxy import Captured, FaultProxy
 
 
 def blind(key: bytes, project: str = "default") -> str:
@@ -89,7 +89,9 @@ def test_replicates_in_the_background_and_a_second_device_restores_everything(tm
             assert two.pull().received == 0  # the cursor remembers where it stopped
 
 
-def test_the_server_sees_no_path_plaintext_unkeyed_hash_or_snapshot_id(tmp_path: Path, key: bytes, server: ServerThread, caplog: pytest.LogCaptureFixture, monkeypatch: pytest.MonkeyPatch) -> None:
+def test_the_server_sees_no_path_plaintext_unkeyed_hash_or_snapshot_id(
+    tmp_path: Path, key: bytes, server: ServerThread, caplog: pytest.LogCaptureFixture, monkeypatch: pytest.MonkeyPatch
+) -> None:
     canary_path = "canary.path.5f2b7e0c9a"
     canary_text = "canary payload 8d1e4a7b63 the user's secret plan"
     api = server.storage.create_api_key()
@@ -149,13 +151,15 @@ def test_server_down_at_first_then_everything_flushes(tmp_path: Path, key: bytes
     api = storage.create_api_key()
     storage.close()
     with open_mem(tmp_path / "one", key, f"http://{host}:{port}", api) as one:
-        one.on("replication-error", errors.append)
+        wait_for(lambda: one.status().replication.last_error, what="a first failure")  # type: ignore[attr-defined]
+        one.on("replication-error", errors.append)  # registered late: the held event still arrives
         for i in range(40):
             one.store(f"offline.{i}", f"written while the server is down {i}")  # local writes go on
+        wait_for(lambda: errors, what="the replication-error event")
         wait_for(lambda: one.status().replication.state == "backoff", what="backoff")  # type: ignore[attr-defined]
         status = one.status()
         assert status.outbox_records == 41 and status.replication.last_error  # type: ignore[attr-defined]
-        assert len(errors) == 1 and errors[0].retryable and errors[0].status is None  # one event per outage
+        assert errors[0].retryable and errors[0].status is None and errors[0].code == "network"
         with ServerThread(sqlite_database, sock=sock) as server:
             assert one.replication is not None and one.replication.flush(20)
             assert one.status().outbox_records == 0
@@ -167,7 +171,10 @@ def test_server_down_at_first_then_everything_flushes(tmp_path: Path, key: bytes
 def test_a_5xx_storm_backs_off_then_recovers(tmp_path: Path, key: bytes, server: ServerThread) -> None:
     api = server.storage.create_api_key()
     storm_until = time.monotonic() + 1.5
-    plan = lambda i, req: "status:503" if req.method == "POST" and time.monotonic() < storm_until else "pass"  # noqa: E731
+
+    def plan(index: int, request: Captured) -> str:
+        return "status:503" if request.method == "POST" and time.monotonic() < storm_until else "pass"
+
     with FaultProxy(server.url, plan) as proxy:
         with open_mem(tmp_path / "one", key, proxy.url, api) as one:
             history(one)
@@ -377,3 +384,26 @@ def test_endpoint_configuration_is_checked(tmp_path: Path, key: bytes, monkeypat
         assert mem.replication is None and mem.status().replication is None  # type: ignore[attr-defined]
         with pytest.raises(InvalidInputError, match="endpoint"):
             mem.pull()
+
+
+def test_async_api_pulls_too(tmp_path: Path, key: bytes, server: ServerThread) -> None:
+    import asyncio
+
+    from sovseal import AsyncSovseal
+    from tests.fakes import fake_embed
+
+    api = server.storage.create_api_key()
+    with open_mem(tmp_path / "one", key, server.url, api) as one:
+        history(one)
+        assert one.replication is not None and one.replication.flush(20)
+        expected = snapshot_of(one)
+
+    async def restore() -> dict[str, object]:
+        options: dict[str, object] = {"endpoint": server.url, "api_key": api, "replication_config": FAST}
+        async with AsyncSovseal(tmp_path / "two", key=key, embedder=fake_embed, **options) as two:
+            assert two.replication is not None
+            result = await two.pull()
+            assert result.waiting == 0 and result.new_records == 6
+            return snapshot_of(two._sync)
+
+    assert asyncio.run(restore()) == expected

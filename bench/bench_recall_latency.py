@@ -1,0 +1,283 @@
+"""Recall latency at 10k and 100k memories: sovseal vs LangChain's LanceDB vector store vs Chroma.
+
+All three get the same texts, the same all-MiniLM-L6-v2 (``sovseal.embed.Embedder``) and the same
+queries. Stored texts are embedded once in bulk (``embed_documents``) and handed to every system by
+a lookup, so ingestion costs no model time; every *query* is embedded by the real model inside the
+timed call, and every query is distinct (no cache hit anywhere). Timed per query:
+
+    sovseal    mem.recall(q, k=10): query embedding, hybrid dense + BM25 search over the records
+               visible at HEAD, fusion with lineage context, decay/reinforcement, and decrypting and
+               re-deriving the snapshot id of each of the 10 results
+    sovseal-dense  the same with RecallParams(fusion="dense", neighbor_weights=())
+    langchain-lancedb  LanceDB(...).similarity_search(q, k=10)  (flat search, no ANN index)
+    chroma     collection.query(query_embeddings=[embed(q)], n_results=10)  (HNSW)
+
+sovseal's stores go through ``Sovseal.store`` one by one (journal, seal, fsync). By default the
+stores live in /dev/shm, where fsync costs nothing, to keep a 100k ingest to minutes; the timed
+recalls never fsync. The texts: SciFact abstract sentences, pairs of adjacent sentences, LoCoMo
+turns and Cranfield sentences (``../shared/evaldata``), in that order, the first N. Queries: the
+300 SciFact validation claims, then LoCoMo questions.
+
+Also reported: recall@10 of sovseal's vector search (IVF from 20k vectors on) against exact search
+over the same vectors, and the time to open the 100k store and load its in-memory catalog.
+
+The peers go in a separate environment, never in sovseal's dependencies:
+
+    python -m venv --system-site-packages /work/bench-env
+    /work/bench-env/bin/pip install chromadb langchain-community     # tested: chromadb 1.5.9, langchain-community 0.4.2
+
+Run: /work/bench-env/bin/python bench/bench_recall_latency.py --sizes 10000,100000 [--queries 300]
+     (--peers none runs sovseal alone with the project's own environment)
+"""
+
+from __future__ import annotations
+
+import argparse
+import gc
+import hashlib
+import json
+import os
+import re
+import shutil
+import statistics
+import sys
+import tempfile
+import time
+from collections.abc import Callable, Sequence
+from dataclasses import replace
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+
+from bench_recall_quality import EVALDATA, _scifact_sentences, _smart, entry_text  # noqa: E402
+
+from sovseal import Sovseal  # noqa: E402
+from sovseal.embed import Embedder  # noqa: E402
+from sovseal.recall import RecallParams  # noqa: E402
+
+
+def corpus(n: int) -> list[str]:
+    import csv
+    import io
+    import zipfile
+
+    with zipfile.ZipFile(EVALDATA / "scifact" / "scifact.zip") as z:
+        name = next(x for x in z.namelist() if x.endswith("corpus_train.csv"))
+        abstracts = [_scifact_sentences(r["abstract"]) for r in csv.DictReader(io.TextIOWrapper(z.open(name), encoding="utf-8"))]
+    texts = [s for a in abstracts for s in a]
+    texts += [f"{a[i]} {a[i + 1]}" for a in abstracts for i in range(len(a) - 1)]
+    data = json.loads((EVALDATA / "locomo" / "locomo10.json").read_text())
+    for sample in data:
+        conv = sample["conversation"]
+        for key, turns in conv.items():
+            if re.fullmatch(r"session_\d+", key) and isinstance(turns, list):
+                texts += [f"{t['speaker']}: {t['text']}" for t in turns]
+    for doc in _smart(EVALDATA / "cranfield" / "cran.all.1400"):
+        texts += [s.strip() for s in doc.get("W", "").split(" . ") if len(s.strip()) > 20]
+    unique = list(dict.fromkeys(t for t in texts if t.strip()))
+    if len(unique) < n:
+        raise SystemExit(f"only {len(unique)} distinct texts available, asked for {n}")
+    return unique[:n]
+
+
+def queries(count: int) -> list[str]:
+    import csv
+    import io
+    import zipfile
+
+    with zipfile.ZipFile(EVALDATA / "scifact" / "scifact.zip") as z:
+        name = next(x for x in z.namelist() if x.endswith("claims_validation.csv"))
+        out = list(dict.fromkeys(r["claim"] for r in csv.DictReader(io.TextIOWrapper(z.open(name), encoding="utf-8"))))
+    data = json.loads((EVALDATA / "locomo" / "locomo10.json").read_text())
+    out += [qa["question"] for s in data for qa in s["qa"]]
+    return list(dict.fromkeys(out))[:count]
+
+
+def bulk(embedder: Embedder, texts: list[str], cache: Path, label: str) -> np.ndarray:
+    digest = hashlib.sha256("\x00".join(texts).encode()).hexdigest()[:16]
+    path = cache / f"latency-{label}-{len(texts)}-{digest}.npy"
+    if path.exists():
+        return np.load(path)
+    started = time.perf_counter()
+    vectors = embedder.embed_documents(texts)
+    print(f"  embedded {len(texts)} {label} texts in {time.perf_counter() - started:.0f} s", file=sys.stderr, flush=True)
+    cache.mkdir(parents=True, exist_ok=True)
+    np.save(path, vectors)
+    return vectors
+
+
+def ms(samples: list[float]) -> dict[str, float]:
+    ordered = sorted(samples)
+    return {
+        "p50": statistics.median(ordered) * 1000,
+        "p95": ordered[min(len(ordered) - 1, int(0.95 * len(ordered)))] * 1000,
+        "mean": statistics.fmean(ordered) * 1000,
+    }
+
+
+def timed(fn: Callable[[str], Any], qs: list[str]) -> dict[str, float]:
+    fn("warm-up: what is the weather like today?")
+    samples = []
+    for q in qs:
+        gc.disable()
+        started = time.perf_counter()
+        fn(q)
+        samples.append(time.perf_counter() - started)
+        gc.enable()
+    return ms(samples)
+
+
+class Lookup:
+    """Stored texts: their precomputed vectors. Anything else (queries): the real model, uncached."""
+
+    def __init__(self, embedder: Embedder, table: dict[str, np.ndarray]) -> None:
+        self.embedder, self.table = embedder, table
+
+    def __call__(self, texts: Sequence[str]) -> np.ndarray:
+        return np.stack([self.table[t] if t in self.table else self.embedder.embed_documents([t])[0] for t in texts])
+
+
+def run_sovseal(root: Path, texts: list[str], vectors: np.ndarray, embedder: Embedder, qs: list[str], reuse: bool) -> dict[str, Any]:
+    paths = [f"bench.{i}" for i in range(len(texts))]
+    table = {entry_text(p, t): v for p, t, v in zip(paths, texts, vectors, strict=True)}
+    lookup = Lookup(embedder, table)
+    store = root / f"sovseal-{len(texts)}"
+    key_file = root / f"sovseal-{len(texts)}.key"
+    out: dict[str, Any] = {}
+    if not (reuse and key_file.exists()):
+        shutil.rmtree(store, ignore_errors=True)
+        key = os.urandom(32)
+        started = time.perf_counter()
+        with Sovseal(store, key=key, embedder=lookup) as mem:
+            for path, text in zip(paths, texts, strict=True):
+                mem.store(path, text)
+        out["ingest_s"] = time.perf_counter() - started
+        key_file.write_bytes(key)
+    started = time.perf_counter()
+    mem = Sovseal(store, key=key_file.read_bytes(), embedder=lookup)
+    engine = mem._recall_engine()
+    engine.wait_ready()
+    index = mem._vector_index()
+    index.wait_ivf()
+    out["open_s"] = time.perf_counter() - started
+    out["catalog_load_s"] = engine.load_seconds
+    out["ivf"] = index._ivf is not None
+    try:
+        # recall@10 of the vector search against exact search, on the same query vectors
+        with mem._store.reading() as lineage:
+            visible = engine.visible(lineage, mem._store.branch(mem.branch)).copy()
+        qv = [engine.query_vector(q) for q in qs]  # also warms nothing that is timed below: fresh queries follow
+        overlap = []
+        for v in qv:
+            approx = {n for n, _ in index.search(v, 10, visible)}
+            exact = {n for n, _ in index.search(v, 10, visible, exact=True)}
+            overlap.append(len(approx & exact) / 10)
+        out["ann_recall@10"] = float(np.mean(overlap))
+        engine._queries.clear()  # the timed runs below embed every query again
+        out["sovseal"] = timed(lambda q: mem.recall(q, k=10), qs)
+        engine._queries.clear()
+        mem.recall_params = replace(RecallParams(), fusion="dense", neighbor_weights=())
+        out["sovseal-dense"] = timed(lambda q: mem.recall(q, k=10), qs)
+    finally:
+        mem.close()
+    return out
+
+
+def run_langchain(root: Path, texts: list[str], vectors: np.ndarray, embedder: Embedder, qs: list[str]) -> dict[str, Any]:
+    from langchain_community.vectorstores import LanceDB
+    from langchain_core.embeddings import Embeddings
+
+    table = dict(zip(texts, vectors, strict=True))
+
+    class Adapter(Embeddings):
+        def embed_documents(self, batch: list[str]) -> list[list[float]]:
+            return [table[t].tolist() for t in batch]
+
+        def embed_query(self, text: str) -> list[float]:
+            return embedder.embed_documents([text])[0].tolist()
+
+    uri = root / f"langchain-lancedb-{len(texts)}"
+    shutil.rmtree(uri, ignore_errors=True)
+    started = time.perf_counter()
+    store = LanceDB(uri=str(uri), embedding=Adapter(), table_name="bench", mode="overwrite")
+    for start in range(0, len(texts), 5000):
+        store.add_texts(texts[start : start + 5000], ids=[str(i) for i in range(start, min(start + 5000, len(texts)))])
+    ingest = time.perf_counter() - started
+    return {"ingest_s": ingest, "langchain-lancedb": timed(lambda q: store.similarity_search(q, k=10), qs)}
+
+
+def run_chroma(root: Path, texts: list[str], vectors: np.ndarray, embedder: Embedder, qs: list[str]) -> dict[str, Any]:
+    import chromadb
+    from chromadb.config import Settings
+
+    path = root / f"chroma-{len(texts)}"
+    shutil.rmtree(path, ignore_errors=True)
+    client = chromadb.PersistentClient(path=str(path), settings=Settings(anonymized_telemetry=False))
+    collection = client.create_collection("bench", embedding_function=None, metadata={"hnsw:space": "cosine"})
+    started = time.perf_counter()
+    step = 5000
+    for start in range(0, len(texts), step):
+        end = min(start + step, len(texts))
+        collection.add(ids=[str(i) for i in range(start, end)], documents=texts[start:end], embeddings=vectors[start:end].tolist())
+    ingest = time.perf_counter() - started
+
+    def query(q: str) -> Any:
+        return collection.query(query_embeddings=[embedder.embed_documents([q])[0].tolist()], n_results=10)
+
+    return {"ingest_s": ingest, "chroma": timed(query, qs)}
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--sizes", default="10000,100000")
+    parser.add_argument("--queries", type=int, default=300)
+    parser.add_argument("--peers", default="langchain-lancedb,chroma", help="comma list, or 'none'")
+    parser.add_argument("--workdir", default="/dev/shm" if os.path.isdir("/dev/shm") else None)
+    parser.add_argument("--cache", type=Path, default=Path(tempfile.gettempdir()) / "sovseal-bench-cache")
+    parser.add_argument("--reuse", action="store_true", help="reuse sovseal stores left in --workdir by an earlier run")
+    parser.add_argument("--embed-only", action="store_true", help="only compute the bulk embeddings (cached)")
+    parser.add_argument("--json", type=Path, default=None)
+    args = parser.parse_args()
+    sizes = [int(s) for s in args.sizes.split(",")]
+    embedder = Embedder()
+    embedder.ready()
+    texts_all = corpus(max(sizes))
+    vectors_all = bulk(embedder, texts_all, args.cache, "corpus")
+    qs = queries(args.queries)
+    if args.embed_only:
+        return
+    root = Path(args.workdir or tempfile.gettempdir()) / "sovseal-latency-bench"
+    root.mkdir(parents=True, exist_ok=True)
+    report: dict[str, Any] = {"cpus": os.cpu_count(), "load_before": os.getloadavg(), "queries": len(qs)}
+    peers = [] if args.peers == "none" else args.peers.split(",")
+    for n in sizes:
+        texts, vectors = texts_all[:n], vectors_all[:n]
+        result: dict[str, Any] = {"sovseal": run_sovseal(root, texts, vectors, embedder, qs, args.reuse)}
+        if "langchain-lancedb" in peers:
+            result["langchain-lancedb"] = run_langchain(root, texts, vectors, embedder, qs)
+        if "chroma" in peers:
+            result["chroma"] = run_chroma(root, texts, vectors, embedder, qs)
+        result["load_after"] = os.getloadavg()
+        report[str(n)] = result
+        print(f"\n{n:,} memories, {len(qs)} distinct queries, k=10 (ms, query embedding included)")
+        rows = [("sovseal", result["sovseal"]["sovseal"]), ("sovseal-dense", result["sovseal"]["sovseal-dense"])]
+        rows += [(p, result[p][p]) for p in peers]
+        for name, figures in rows:
+            print(f"  {name:18s} p50 {figures['p50']:7.2f}  p95 {figures['p95']:7.2f}  mean {figures['mean']:7.2f}")
+        s = result["sovseal"]
+        print(
+            f"  sovseal: ANN recall@10 vs exact {s['ann_recall@10']:.3f} (IVF in use: {s['ivf']}); open + catalog load "
+            f"{s['open_s']:.1f} s; ingest {s.get('ingest_s', float('nan')):.0f} s"
+        )
+        for p in peers:
+            print(f"  {p}: ingest {result[p]['ingest_s']:.0f} s")
+        sys.stdout.flush()
+    if args.json:
+        args.json.write_text(json.dumps(report, indent=2))
+
+
+if __name__ == "__main__":
+    main()

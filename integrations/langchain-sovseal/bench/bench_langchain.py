@@ -1,0 +1,151 @@
+"""LangChain vector stores side by side: sovseal, Chroma (langchain-chroma) and LanceDB (langchain-community).
+
+Ingest: ``add_documents`` of N LoCoMo turns (default 2,000). Search: ``similarity_search(question, k=5)``
+for LoCoMo questions, one at a time. Every store gets the same embedder instance (sovseal's on-device
+all-MiniLM-L6-v2 through ``SovsealEmbeddings``); the query vectors are cached before timing, so the search
+figures measure the store, not the model. Each store starts empty in its own temporary directory.
+
+sovseal does more per document than its peers: it canonicalizes, seals (AES-256-GCM), chains the record
+into the lineage and fsyncs before ``add_documents`` returns; the peers do not fsync.
+
+Run (peers are optional; a missing one is reported and skipped)::
+
+    pip install langchain-chroma langchain-community lancedb
+    python integrations/langchain-sovseal/bench/bench_langchain.py [--docs 2000] [--queries 200]
+
+Prints medians and ratios; never part of the test suite's pass/fail.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import shutil
+import statistics
+import tempfile
+import time
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+from langchain_core.documents import Document
+
+ROOT = Path(__file__).resolve().parents[3]
+LOCOMO = ROOT.parent / "shared" / "evaldata" / "locomo" / "locomo10.json"
+
+
+def locomo(n_docs: int, n_queries: int) -> tuple[list[Document], list[str]]:
+    data = json.loads(LOCOMO.read_text())
+    docs: list[Document] = []
+    questions: list[str] = []
+    for sample in data:
+        conv = sample["conversation"]
+        sessions = sorted(
+            (k for k in conv if k.startswith("session_") and not k.endswith("date_time")), key=lambda k: int(k.split("_")[1])
+        )
+        for s in sessions:
+            for turn in conv[s]:
+                docs.append(
+                    Document(
+                        id=f"{sample['sample_id']}:{turn['dia_id']}",
+                        page_content=f"{turn['speaker']}: {turn['text']}",
+                        metadata={"sample": sample["sample_id"], "session": int(s.split("_")[1]), "speaker": turn["speaker"]},
+                    )
+                )
+        questions.extend(str(q["question"]) for q in sample["qa"])
+    return docs[:n_docs], questions[:n_queries]
+
+
+def make_sovseal(embeddings: Any, directory: Path) -> tuple[Any, Callable[[], None]]:
+    from langchain_sovseal import SovsealVectorStore
+
+    store = SovsealVectorStore(embeddings, path=directory / "sovseal", key=os.urandom(32), endpoint="")
+    return store, store.close
+
+
+def make_chroma(embeddings: Any, directory: Path) -> tuple[Any, Callable[[], None]]:
+    from langchain_chroma import Chroma
+
+    store = Chroma(collection_name="bench", embedding_function=embeddings, persist_directory=str(directory / "chroma"))
+    return store, lambda: None
+
+
+def make_lancedb(embeddings: Any, directory: Path) -> tuple[Any, Callable[[], None]]:
+    from langchain_community.vectorstores import LanceDB
+
+    store = LanceDB(uri=str(directory / "lancedb"), embedding=embeddings, table_name="bench", mode="overwrite")
+    return store, lambda: None
+
+
+STORES: dict[str, Callable[[Any, Path], tuple[Any, Callable[[], None]]]] = {
+    "sovseal": make_sovseal,
+    "chroma": make_chroma,
+    "lancedb": make_lancedb,
+}
+
+
+def run(name: str, embeddings: Any, docs: list[Document], queries: list[str], k: int) -> dict[str, float] | str:
+    directory = Path(tempfile.mkdtemp(prefix=f"bench-lc-{name}-"))
+    try:
+        try:
+            store, close = STORES[name](embeddings, directory)
+        except ImportError as exc:
+            return f"skipped ({exc.name} is not installed)"
+        try:
+            started = time.perf_counter()
+            store.add_documents(docs, ids=[d.id for d in docs])
+            ingest = time.perf_counter() - started
+            for q in queries[:10]:  # warm-up
+                store.similarity_search(q, k=k)
+            times = []
+            for q in queries:
+                t = time.perf_counter()
+                found = store.similarity_search(q, k=k)
+                times.append(time.perf_counter() - t)
+                assert len(found) == k, (name, len(found))
+            times.sort()
+            return {
+                "ingest_s": ingest,
+                "docs_per_s": len(docs) / ingest,
+                "p50_ms": statistics.median(times) * 1000,
+                "p95_ms": times[int(0.95 * (len(times) - 1))] * 1000,
+            }
+        finally:
+            close()
+    finally:
+        shutil.rmtree(directory, ignore_errors=True)
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--docs", type=int, default=2000)
+    parser.add_argument("--queries", type=int, default=200)
+    parser.add_argument("--k", type=int, default=5)
+    parser.add_argument("--stores", default=",".join(STORES))
+    args = parser.parse_args()
+
+    from langchain_sovseal import SovsealEmbeddings
+
+    docs, queries = locomo(args.docs, args.queries)
+    embeddings = SovsealEmbeddings()
+    embeddings.ready()
+    for q in queries:  # every store then finds its query vectors in the embedder's cache (256 entries)
+        embeddings.embed_query(q)
+    print(f"{len(docs)} LoCoMo turns, {len(queries)} questions, k={args.k}, embedder: sovseal all-MiniLM-L6-v2 (shared)")
+    results: dict[str, dict[str, float] | str] = {}
+    for name in args.stores.split(","):
+        results[name] = run(name, embeddings, docs, queries, args.k)
+    peers = {n: r for n, r in results.items() if n != "sovseal" and isinstance(r, dict)}
+    best_ingest = max((r["docs_per_s"] for r in peers.values()), default=None)
+    print(f"{'store':<10} {'ingest s':>9} {'docs/s':>8} {'vs best peer':>13} {'search p50 ms':>14} {'p95 ms':>8}")
+    for name, r in results.items():
+        if isinstance(r, str):
+            print(f"{name:<10} {r}")
+            continue
+        ratio = f"{r['docs_per_s'] / best_ingest:.2f}x" if best_ingest else "-"
+        print(f"{name:<10} {r['ingest_s']:>9.2f} {r['docs_per_s']:>8.0f} {ratio:>13} {r['p50_ms']:>14.2f} {r['p95_ms']:>8.2f}")
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,119 @@
+"""``SovsealByteStore``: an encrypted key-value ``ByteStore`` on sovseal records."""
+
+from __future__ import annotations
+
+import asyncio
+import base64
+import os
+from collections.abc import AsyncIterator, Iterator, Sequence
+from typing import Any
+
+from langchain_core.stores import ByteStore
+
+from sovseal import Sovseal
+
+from ._common import ROOT, accepts, check_key, check_segment, list_paths, open_client
+
+
+class SovsealByteStore(ByteStore):
+    """A LangChain ``ByteStore`` whose values are sealed sovseal records: encrypted at rest, in the
+    lineage (overwrites and deletes are snapshots; nothing is lost), replicated as ciphertext.
+
+    Useful as the docstore of ``CacheBackedEmbeddings`` or of a parent-document retriever. Keys live at
+    ``langchain-kv/<namespace>/<key>``; values are stored base64-encoded (a record holds at most 256 KiB
+    of canonical JSON, so values up to about 190 KiB).
+
+    Args:
+        client: an open ``sovseal.Sovseal`` to share (this store never closes it).
+        path, key, **client_kwargs: or open a handle (closed by :meth:`close`). Its embedder (``embedder=``,
+            default sovseal's on-device model) is only used to index the keys: values are never embedded.
+        namespace: keeps several byte stores apart in one sovseal store.
+
+    Example:
+        .. code-block:: python
+
+            from langchain_sovseal import SovsealByteStore
+
+            kv = SovsealByteStore(path="~/.sovseal", namespace="embedding-cache")
+            kv.mset([("a", b"\\x00\\x01")])
+            kv.mget(["a", "b"])  # [b"\\x00\\x01", None]
+    """
+
+    def __init__(
+        self,
+        client: Sovseal | None = None,
+        *,
+        path: str | os.PathLike[str] | None = None,
+        key: bytes | str | None = None,
+        namespace: str = "default",
+        **client_kwargs: Any,
+    ) -> None:
+        check_segment(namespace, "namespace")
+        self._prefix = f"{ROOT}-kv/{namespace}/"
+        self._client, self._owns_client = open_client(
+            client, path=path, key=key, embedder=None, branch=client_kwargs.pop("branch", None), client_kwargs=client_kwargs
+        )
+        self._text = accepts(self._client.store, "text")
+
+    @property
+    def client(self) -> Sovseal:
+        return self._client
+
+    def close(self) -> None:
+        if self._owns_client:
+            self._client.close()
+
+    def __enter__(self) -> SovsealByteStore:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+    def _path(self, key: str) -> str:
+        return self._prefix + check_key(key, "a key")
+
+    def mget(self, keys: Sequence[str]) -> list[bytes | None]:
+        out: list[bytes | None] = []
+        for key in keys:
+            memory = self._client.get(self._path(key))
+            out.append(None if memory is None else base64.b64decode(memory.payload))
+        return out
+
+    def mset(self, key_value_pairs: Sequence[tuple[str, bytes]]) -> None:
+        planned: list[tuple[str, str]] = []
+        for key, value in key_value_pairs:
+            if not isinstance(value, (bytes, bytearray, memoryview)):
+                raise TypeError(f"values of a ByteStore are bytes, got {type(value).__name__} for key {key!r}")
+            planned.append((self._path(key), base64.b64encode(bytes(value)).decode("ascii")))
+        for path, payload in planned:
+            if self._text:  # index the key, not kilobytes of base64
+                self._client.store(path, payload, text=path[len(self._prefix) :])
+            else:
+                self._client.store(path, payload)
+
+    def mdelete(self, keys: Sequence[str]) -> None:
+        for key in keys:
+            self._client.delete(self._path(key))
+
+    def _keys(self, prefix: str | None) -> list[str]:
+        start = len(self._prefix)
+        return [p[start:] for p in list_paths(self._client, self._prefix + (prefix or ""))]
+
+    def yield_keys(self, *, prefix: str | None = None) -> Iterator[str]:
+        yield from self._keys(prefix)
+
+    async def amget(self, keys: Sequence[str]) -> list[bytes | None]:
+        return await asyncio.to_thread(self.mget, keys)
+
+    async def amset(self, key_value_pairs: Sequence[tuple[str, bytes]]) -> None:
+        await asyncio.to_thread(self.mset, key_value_pairs)
+
+    async def amdelete(self, keys: Sequence[str]) -> None:
+        await asyncio.to_thread(self.mdelete, keys)
+
+    async def ayield_keys(self, *, prefix: str | None = None) -> AsyncIterator[str]:
+        for key in await asyncio.to_thread(self._keys, prefix):
+            yield key
+
+
+__all__ = ["SovsealByteStore"]

@@ -1,0 +1,607 @@
+"""``SovsealVectorStore``: a LangChain vector store whose every document is a sealed sovseal record."""
+
+from __future__ import annotations
+
+import asyncio
+import os
+import threading
+import uuid
+from collections.abc import Callable, Iterator, Sequence
+from contextlib import AbstractContextManager, contextmanager, nullcontext
+from typing import TYPE_CHECKING, Any
+
+import numpy as np
+from langchain_core.documents import Document
+from langchain_core.embeddings import Embeddings
+from langchain_core.vectorstores import VectorStore
+from langchain_core.vectorstores.utils import maximal_marginal_relevance
+
+from sovseal import LogEntry, Memory, Sovseal
+
+from ._common import (
+    ROOT,
+    SovsealFeatureUnavailable,
+    accepts,
+    check_key,
+    check_segment,
+    has_method,
+    list_paths,
+    memory_metadata,
+    open_client,
+    payload_text,
+    scoped_filter,
+)
+from .embeddings import SovsealEmbeddings
+
+if TYPE_CHECKING:
+    from typing import Self
+
+    from .retrievers import SovsealRetriever
+
+
+#: Documents embedded per batch by add_documents (one call to the embeddings for each).
+EMBED_BATCH = 256
+
+
+class _PrimedEmbedder:
+    """The ``embed(texts)`` callable a store gives the sovseal handle it opens.
+
+    ``Sovseal.store`` embeds one record per call. ``add_documents`` first embeds its whole batch with
+    one ``embed_documents`` call (what an embeddings API or a batched model wants) and primes this
+    table, so each ``store`` finds its vector here. Anything not primed (queries of sovseal's own
+    recall, records re-embedded after a crash) is embedded on demand by the same model, so a miss
+    only costs time.
+    """
+
+    def __init__(self, embedding: Embeddings) -> None:
+        self._inner: Callable[[list[str]], Any] = (
+            embedding.embedder if isinstance(embedding, SovsealEmbeddings) else embedding.embed_documents
+        )
+        self._primed: dict[str, np.ndarray] = {}
+        self._lock = threading.Lock()
+
+    def ready(self) -> None:
+        warm = getattr(self._inner, "ready", None)
+        if callable(warm):
+            warm()
+
+    def __call__(self, texts: Sequence[str]) -> np.ndarray:
+        texts = list(texts)
+        with self._lock:
+            found = [self._primed.get(t) for t in texts]
+        todo = [i for i, v in enumerate(found) if v is None]
+        if todo:
+            computed = np.asarray(self._inner([texts[i] for i in todo]), dtype=np.float32)
+            for i, vector in zip(todo, computed, strict=True):
+                found[i] = vector
+        return np.asarray(found, dtype=np.float32)
+
+    @contextmanager
+    def primed(self, texts: Sequence[str]) -> Iterator[None]:
+        unique = list(dict.fromkeys(texts))
+        vectors = np.asarray(self._inner(unique), dtype=np.float32) if unique else None
+        with self._lock:
+            if vectors is not None:
+                self._primed.update(zip(unique, vectors, strict=True))
+        try:
+            yield
+        finally:
+            with self._lock:
+                for text in unique:
+                    self._primed.pop(text, None)
+
+
+class SovsealVectorStore(VectorStore):
+    """A LangChain ``VectorStore`` on sovseal: encrypted at rest, lineage-tracked, replicated as ciphertext.
+
+    Each document is a sovseal record at ``langchain/<collection>/<id>``: ``page_content`` is the payload,
+    ``metadata`` the record's metadata (kept exactly: ints stay ints), and the embedded text is exactly
+    ``page_content``. Adding a document with an existing id is an upsert: a new snapshot on the same path,
+    the old version stays in the lineage. Several collections (and other sovseal memories) can share one
+    store; every search is scoped to this store's collection.
+
+    Lineage is reachable from here: :meth:`snapshot`, :meth:`rollback`, :meth:`fork` (a new store on a new
+    branch), :meth:`log`. Lineage fields (snapshot id, timestamps, reinforcement) are never put in
+    ``Document.metadata``; :meth:`get_memories` returns them.
+
+    Args:
+        embedding: any LangChain ``Embeddings``; default :class:`SovsealEmbeddings` (on-device).
+        client: an open ``sovseal.Sovseal`` to use (this store then never closes it). Its embedder must be
+            the same model as ``embedding``. Without it, a handle is opened from ``path``, ``key`` and
+            ``client_kwargs`` (e.g. ``endpoint=``, ``api_key=`` for replication) and closed by :meth:`close`.
+        path: the sovseal store directory (default ``$SOVSEAL_HOME`` / ``~/.sovseal``).
+        key: the store's 32-byte master key (default: the OS keychain).
+        collection: the namespace of this store's documents.
+        branch: the branch to open (default ``main``).
+        memory_type: the sovseal memory type of stored documents (``semantic``, ``episodic``,
+            ``procedural``), which sets their decay in :class:`SovsealRetriever`'s recall.
+
+    Filters (``filter=`` on every search) are metadata conditions, e.g. ``{"source": "a.md"}``,
+    ``{"year": {"$gte": 2020}}``, ``{"$or": [{...}, {...}]}``; ``sovseal_filter=`` takes sovseal's own
+    filter language (``type``, ``provenance``, ``path``, ...). Scores from
+    :meth:`similarity_search_with_score` are cosine similarities in [-1, 1]; relevance scores are
+    ``(1 + cosine) / 2`` in [0, 1].
+
+    Example:
+        .. code-block:: python
+
+            from langchain_sovseal import SovsealVectorStore
+
+            store = SovsealVectorStore(path="~/.sovseal", collection="docs")
+            store.add_texts(["sovseal seals every record"], metadatas=[{"source": "readme"}], ids=["r1"])
+            store.similarity_search("what is sealed?", k=1, filter={"source": "readme"})
+    """
+
+    def __init__(
+        self,
+        embedding: Embeddings | None = None,
+        *,
+        client: Sovseal | None = None,
+        path: str | os.PathLike[str] | None = None,
+        key: bytes | str | None = None,
+        collection: str = "default",
+        branch: str | None = None,
+        memory_type: str = "semantic",
+        **client_kwargs: Any,
+    ) -> None:
+        self._collection = check_segment(collection, "collection")
+        self._prefix = f"{ROOT}/{collection}/"
+        self._embedding: Embeddings = embedding if embedding is not None else SovsealEmbeddings()
+        if client_kwargs.get("embedder") is not None:
+            raise ValueError("pass embedding= (a LangChain Embeddings); the store gives the sovseal handle its embedder")
+        # Only a handle this store opens gets the batching embedder; a client passed in keeps its own.
+        self._embedder = _PrimedEmbedder(self._embedding) if client is None else None
+        self._client, self._owns_client = open_client(
+            client,
+            path=path,
+            key=key,
+            embedder=self._embedder,
+            branch=branch,
+            client_kwargs=client_kwargs,
+        )
+        self._key = key
+        self._client_kwargs = dict(client_kwargs)
+        self._memory_type = memory_type
+
+    # -- properties and lifecycle ------------------------------------------------------------
+
+    @property
+    def embeddings(self) -> Embeddings:
+        return self._embedding
+
+    @property
+    def client(self) -> Sovseal:
+        """The ``sovseal.Sovseal`` handle underneath (for anything the LangChain surface does not cover)."""
+        return self._client
+
+    @property
+    def collection(self) -> str:
+        return self._collection
+
+    @property
+    def path_prefix(self) -> str:
+        """The sovseal path prefix of this collection's records (``langchain/<collection>/``)."""
+        return self._prefix
+
+    @property
+    def branch(self) -> str:
+        """The branch this store reads and writes."""
+        return self._client.branch
+
+    def close(self) -> None:
+        """Close the sovseal handle if this store opened it (a handle passed as ``client=`` stays open)."""
+        if self._owns_client:
+            self._client.close()
+
+    def __enter__(self) -> Self:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+    # -- ids and records -----------------------------------------------------------------------
+
+    def _path(self, doc_id: str) -> str:
+        return self._prefix + check_key(doc_id, "a document id")
+
+    def _document(self, memory: Memory) -> Document:
+        return Document(
+            id=memory.path[len(self._prefix) :],
+            page_content=payload_text(memory.payload),
+            metadata=memory_metadata(memory),
+        )
+
+    def _filter(self, filter: dict[str, Any] | None, sovseal_filter: dict[str, Any] | None) -> dict[str, Any]:
+        return scoped_filter(self._prefix, filter, sovseal_filter)
+
+    # -- writing -------------------------------------------------------------------------------
+
+    def add_documents(self, documents: list[Document], **kwargs: Any) -> list[str]:
+        """Store ``documents``; ``ids=`` (else each ``Document.id``, else a new UUID) names them.
+
+        An id that exists is overwritten (a new snapshot on its path); the input documents are not
+        modified. Returns the ids, in order.
+        """
+        ids: Sequence[str | None] | None = kwargs.pop("ids", None)
+        memory_type = kwargs.pop("memory_type", self._memory_type)
+        if ids is not None and len(ids) != len(documents):
+            raise ValueError(f"got {len(ids)} ids for {len(documents)} documents")
+        if not accepts(self._client.store, "text"):
+            raise SovsealFeatureUnavailable("Sovseal.store(..., text=...)", "SovsealVectorStore.add_documents")
+        out: list[str] = []
+        planned: list[tuple[str, Document]] = []
+        for i, doc in enumerate(documents):
+            doc_id = ids[i] if ids is not None and ids[i] is not None else doc.id
+            if doc_id is None:
+                doc_id = str(uuid.uuid4())
+            planned.append((self._path(doc_id), doc))  # validate every id before the first write
+            out.append(doc_id)
+        for start in range(0, len(planned), EMBED_BATCH):
+            batch = planned[start : start + EMBED_BATCH]
+            with self._priming([doc.page_content for _, doc in batch]):
+                for path, doc in batch:
+                    self._client.store(
+                        path,
+                        doc.page_content,
+                        metadata=dict(doc.metadata),
+                        type=memory_type,
+                        text=doc.page_content,
+                    )
+        return out
+
+    def _priming(self, texts: list[str]) -> AbstractContextManager[None]:
+        return self._embedder.primed(texts) if self._embedder is not None else nullcontext()
+
+    async def aadd_documents(self, documents: list[Document], **kwargs: Any) -> list[str]:
+        return await asyncio.to_thread(self.add_documents, documents, **kwargs)
+
+    def delete(self, ids: list[str] | None = None, **kwargs: Any) -> bool | None:
+        """Delete documents by id (missing ids are ignored); ``ids=None`` deletes the whole collection.
+
+        A delete appends a tombstone: the documents' history stays in the lineage, and
+        :meth:`rollback` to an earlier snapshot brings them back.
+        """
+        if kwargs:
+            raise TypeError(f"unexpected arguments: {', '.join(sorted(kwargs))}")
+        paths = list_paths(self._client, self._prefix) if ids is None else [self._path(i) for i in ids]
+        for path in paths:
+            self._client.delete(path)
+        return True
+
+    async def adelete(self, ids: list[str] | None = None, **kwargs: Any) -> bool | None:
+        return await asyncio.to_thread(self.delete, ids, **kwargs)
+
+    # -- reading -------------------------------------------------------------------------------
+
+    def get_by_ids(self, ids: Sequence[str], /) -> list[Document]:
+        """The documents with these ids, in the order given; missing ids are skipped."""
+        out: list[Document] = []
+        for doc_id in ids:
+            memory = self._client.get(self._path(doc_id))
+            if memory is not None:
+                out.append(self._document(memory))
+        return out
+
+    async def aget_by_ids(self, ids: Sequence[str], /) -> list[Document]:
+        return await asyncio.to_thread(self.get_by_ids, ids)
+
+    def get_memories(self, ids: Sequence[str]) -> dict[str, Memory]:
+        """The sovseal records behind these ids: snapshot id, creation time, reinforcement, type.
+
+        Lineage lives here, not in ``Document.metadata``. Missing ids are left out.
+        """
+        out: dict[str, Memory] = {}
+        for doc_id in ids:
+            memory = self._client.get(self._path(doc_id))
+            if memory is not None:
+                out[doc_id] = memory
+        return out
+
+    # -- similarity search ---------------------------------------------------------------------
+
+    def _by_vector(
+        self,
+        embedding: Sequence[float],
+        k: int,
+        filter: dict[str, Any] | None,
+        sovseal_filter: dict[str, Any] | None,
+    ) -> list[tuple[Document, float]]:
+        scope = self._filter(filter, sovseal_filter)  # validated even when k == 0
+        if k <= 0:
+            return []
+        if not has_method(self._client, "recall_by_vector"):
+            raise SovsealFeatureUnavailable("Sovseal.recall_by_vector(vector, *, k, filter)", "SovsealVectorStore search")
+        found = self._client.recall_by_vector(list(map(float, embedding)), k=k, filter=scope)  # type: ignore[attr-defined]
+        return [(self._document(m), float(m.score if m.score is not None else 0.0)) for m in found]
+
+    def similarity_search_with_score_by_vector(
+        self,
+        embedding: list[float],
+        k: int = 4,
+        filter: dict[str, Any] | None = None,
+        *,
+        sovseal_filter: dict[str, Any] | None = None,
+        **kwargs: Any,
+    ) -> list[tuple[Document, float]]:
+        """The ``k`` documents nearest to ``embedding`` with their cosine similarity, best first."""
+        return self._by_vector(embedding, k, filter, sovseal_filter)
+
+    def similarity_search_with_score(
+        self,
+        query: str,
+        k: int = 4,
+        filter: dict[str, Any] | None = None,
+        *,
+        sovseal_filter: dict[str, Any] | None = None,
+        **kwargs: Any,
+    ) -> list[tuple[Document, float]]:
+        """The ``k`` documents most similar to ``query`` with their cosine similarity, best first."""
+        return self._by_vector(self._embedding.embed_query(query), k, filter, sovseal_filter)
+
+    def similarity_search(
+        self,
+        query: str,
+        k: int = 4,
+        filter: dict[str, Any] | None = None,
+        *,
+        sovseal_filter: dict[str, Any] | None = None,
+        **kwargs: Any,
+    ) -> list[Document]:
+        return [doc for doc, _ in self.similarity_search_with_score(query, k, filter, sovseal_filter=sovseal_filter)]
+
+    def similarity_search_by_vector(
+        self,
+        embedding: list[float],
+        k: int = 4,
+        filter: dict[str, Any] | None = None,
+        *,
+        sovseal_filter: dict[str, Any] | None = None,
+        **kwargs: Any,
+    ) -> list[Document]:
+        return [doc for doc, _ in self._by_vector(embedding, k, filter, sovseal_filter)]
+
+    async def asimilarity_search_with_score(
+        self,
+        query: str,
+        k: int = 4,
+        filter: dict[str, Any] | None = None,
+        *,
+        sovseal_filter: dict[str, Any] | None = None,
+        **kwargs: Any,
+    ) -> list[tuple[Document, float]]:
+        vector = await self._embedding.aembed_query(query)
+        return await asyncio.to_thread(self._by_vector, vector, k, filter, sovseal_filter)
+
+    async def asimilarity_search(
+        self,
+        query: str,
+        k: int = 4,
+        filter: dict[str, Any] | None = None,
+        *,
+        sovseal_filter: dict[str, Any] | None = None,
+        **kwargs: Any,
+    ) -> list[Document]:
+        found = await self.asimilarity_search_with_score(query, k, filter, sovseal_filter=sovseal_filter)
+        return [doc for doc, _ in found]
+
+    async def asimilarity_search_by_vector(
+        self,
+        embedding: list[float],
+        k: int = 4,
+        filter: dict[str, Any] | None = None,
+        *,
+        sovseal_filter: dict[str, Any] | None = None,
+        **kwargs: Any,
+    ) -> list[Document]:
+        found = await asyncio.to_thread(self._by_vector, embedding, k, filter, sovseal_filter)
+        return [doc for doc, _ in found]
+
+    def _select_relevance_score_fn(self) -> Callable[[float], float]:
+        """Cosine similarity in [-1, 1] to a relevance score in [0, 1]."""
+        return _cosine_to_relevance
+
+    # -- maximal marginal relevance ------------------------------------------------------------
+
+    def _mmr(
+        self,
+        embedding: Sequence[float],
+        k: int,
+        fetch_k: int,
+        lambda_mult: float,
+        filter: dict[str, Any] | None,
+        sovseal_filter: dict[str, Any] | None,
+        vectors_of: Callable[[list[str]], list[list[float]]],
+    ) -> list[Document]:
+        candidates = self._by_vector(embedding, max(fetch_k, k), filter, sovseal_filter)
+        if not candidates or k <= 0:
+            return []
+        vectors = vectors_of([doc.page_content for doc, _ in candidates])
+        chosen = maximal_marginal_relevance(np.asarray(embedding, dtype=np.float32), vectors, lambda_mult=lambda_mult, k=k)
+        return [candidates[i][0] for i in chosen]
+
+    def max_marginal_relevance_search_by_vector(
+        self,
+        embedding: list[float],
+        k: int = 4,
+        fetch_k: int = 20,
+        lambda_mult: float = 0.5,
+        filter: dict[str, Any] | None = None,
+        *,
+        sovseal_filter: dict[str, Any] | None = None,
+        **kwargs: Any,
+    ) -> list[Document]:
+        """``k`` documents among the ``fetch_k`` nearest, chosen for relevance and diversity.
+
+        ``lambda_mult`` runs from 0 (most diverse) to 1 (most relevant).
+        """
+        return self._mmr(embedding, k, fetch_k, lambda_mult, filter, sovseal_filter, self._embedding.embed_documents)
+
+    def max_marginal_relevance_search(
+        self,
+        query: str,
+        k: int = 4,
+        fetch_k: int = 20,
+        lambda_mult: float = 0.5,
+        filter: dict[str, Any] | None = None,
+        *,
+        sovseal_filter: dict[str, Any] | None = None,
+        **kwargs: Any,
+    ) -> list[Document]:
+        return self.max_marginal_relevance_search_by_vector(
+            self._embedding.embed_query(query), k, fetch_k, lambda_mult, filter, sovseal_filter=sovseal_filter
+        )
+
+    async def amax_marginal_relevance_search_by_vector(
+        self,
+        embedding: list[float],
+        k: int = 4,
+        fetch_k: int = 20,
+        lambda_mult: float = 0.5,
+        filter: dict[str, Any] | None = None,
+        *,
+        sovseal_filter: dict[str, Any] | None = None,
+        **kwargs: Any,
+    ) -> list[Document]:
+        return await asyncio.to_thread(
+            self.max_marginal_relevance_search_by_vector,
+            embedding,
+            k,
+            fetch_k,
+            lambda_mult,
+            filter,
+            sovseal_filter=sovseal_filter,
+        )
+
+    async def amax_marginal_relevance_search(
+        self,
+        query: str,
+        k: int = 4,
+        fetch_k: int = 20,
+        lambda_mult: float = 0.5,
+        filter: dict[str, Any] | None = None,
+        *,
+        sovseal_filter: dict[str, Any] | None = None,
+        **kwargs: Any,
+    ) -> list[Document]:
+        vector = await self._embedding.aembed_query(query)
+        return await self.amax_marginal_relevance_search_by_vector(
+            vector, k, fetch_k, lambda_mult, filter, sovseal_filter=sovseal_filter
+        )
+
+    # -- construction --------------------------------------------------------------------------
+
+    @classmethod
+    def from_texts(
+        cls,
+        texts: list[str],
+        embedding: Embeddings,
+        metadatas: list[dict[str, Any]] | None = None,
+        *,
+        ids: list[str] | None = None,
+        **kwargs: Any,
+    ) -> Self:
+        """A store (opened with ``kwargs``: ``path=``, ``key=``, ``collection=``, ``client=``...) holding ``texts``."""
+        store = cls(embedding, **kwargs)
+        try:
+            store.add_texts(texts, metadatas, ids=ids)
+        except BaseException:
+            store.close()
+            raise
+        return store
+
+    @classmethod
+    async def afrom_texts(
+        cls,
+        texts: list[str],
+        embedding: Embeddings,
+        metadatas: list[dict[str, Any]] | None = None,
+        *,
+        ids: list[str] | None = None,
+        **kwargs: Any,
+    ) -> Self:
+        store = await asyncio.to_thread(lambda: cls(embedding, **kwargs))
+        try:
+            await store.aadd_texts(texts, metadatas, ids=ids)
+        except BaseException:
+            store.close()
+            raise
+        return store
+
+    # -- sovseal recall as a retriever ---------------------------------------------------------
+
+    def as_recall_retriever(self, **kwargs: Any) -> SovsealRetriever:
+        """A :class:`SovsealRetriever` over this collection: sovseal's full recall (hybrid dense + keyword,
+        decay, reinforcement, lineage context), where ``as_retriever()`` gives plain vector search."""
+        from .retrievers import SovsealRetriever
+
+        return SovsealRetriever(vectorstore=self, **kwargs)
+
+    # -- lineage -------------------------------------------------------------------------------
+
+    def snapshot(self) -> str | None:
+        """The current snapshot id (HEAD of this branch), to :meth:`rollback` or :meth:`fork` from later.
+
+        HEAD covers the whole sovseal store on this branch, not only this collection.
+        """
+        return self._client.snapshot()
+
+    def rollback(self, snapshot_id: str) -> None:
+        """Move this branch's HEAD back to ``snapshot_id``: the store shows what it held then.
+
+        Nothing is deleted: later snapshots stay in the lineage (``fork`` from one to get it back). The
+        rollback applies to everything on this branch of the sovseal store, not only this collection.
+        """
+        self._client.rollback(snapshot_id)
+
+    async def arollback(self, snapshot_id: str) -> None:
+        await asyncio.to_thread(self.rollback, snapshot_id)
+
+    def fork(self, snapshot_id: str | None = None, *, branch: str | None = None) -> SovsealVectorStore:
+        """A new store on a new branch starting at ``snapshot_id`` (default: this HEAD).
+
+        This store stays on its branch; writes to either store are invisible to the other. The new
+        store has its own sovseal handle (close it with :meth:`close`).
+        """
+        start = snapshot_id if snapshot_id is not None else self._client.snapshot()
+        return self._on_sibling(lambda handle: handle.fork(start, branch=branch))
+
+    def checkout(self, branch: str) -> SovsealVectorStore:
+        """A new store on an existing ``branch`` of the same sovseal store (this one stays where it is)."""
+        return self._on_sibling(lambda handle: handle.checkout(branch))
+
+    def _on_sibling(self, move: Callable[[Sovseal], object]) -> SovsealVectorStore:
+        """A copy of this store on another handle to the same sovseal store, moved by ``move``.
+
+        Until the SDK has ``Sovseal.view(branch)`` (a handle sharing this one's open store), the other
+        handle is opened from the same path and key: a fork must not move this store's branch.
+        """
+        if has_method(self._client, "view"):
+            handle, embedder = self._client.view(self._client.branch), self._embedder  # type: ignore[attr-defined]
+        else:
+            embedder = self._embedder if self._embedder is not None else _PrimedEmbedder(self._embedding)
+            handle = Sovseal(
+                self._client.path, key=self._key, branch=self._client.branch, embedder=embedder, **self._client_kwargs
+            )
+        try:
+            move(handle)
+        except BaseException:
+            handle.close()
+            raise
+        other = type(self).__new__(type(self))
+        other.__dict__.update(self.__dict__)
+        other._client, other._owns_client, other._embedder = handle, True, embedder
+        return other
+
+    def branches(self) -> list[str]:
+        return self._client.branches()
+
+    def log(self, *, limit: int | None = None) -> list[LogEntry]:
+        """The snapshots from HEAD back to genesis, newest first (all paths of the store on this branch)."""
+        return self._client.log(limit=limit)
+
+
+def _cosine_to_relevance(similarity: float) -> float:
+    return (1.0 + similarity) / 2.0
+
+
+__all__ = ["SovsealVectorStore"]

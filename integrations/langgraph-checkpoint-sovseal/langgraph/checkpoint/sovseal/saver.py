@@ -1,0 +1,1084 @@
+"""``SovsealSaver`` and ``AsyncSovsealSaver``: LangGraph checkpoints as sealed sovseal records.
+
+The mapping (docs/integrations/langgraph.md has the long form):
+
+- A **thread is a sovseal branch**, ``langgraph:thread:<thread id>``: its checkpoints, in every
+  namespace, are records appended to it. A checkpoint's lineage parent is its LangGraph parent's
+  record when that record is the branch's HEAD (the usual case in the root graph); when a subgraph
+  namespace interleaved, it is the HEAD, which has the parent as an ancestor. Either way each
+  checkpoint's snapshot id commits to all of the thread's history before it.
+- **Time travel is a sovseal fork.** A checkpoint whose parent is not the newest of its namespace
+  (replay from the past, ``update_state`` on the past, ``__copy__``, :meth:`rollback`) is stored
+  with ``parent=`` that parent's snapshot: the lineage forks exactly where LangGraph's tree does.
+  The abandoned future stays readable on an archive branch ``...:fork:<n>`` (a branch is the only
+  way the SDK shows records that are not on a HEAD's chain). Nothing is deleted.
+- **Pending writes** go to a companion branch ``...:writes``, one record per (checkpoint, task),
+  so they never split the checkpoint chain.
+- **Deletion is append-only**: ``delete_thread`` moves the thread's branches back to the anchor (an
+  empty snapshot) with ``rollback``; ``delete_for_runs`` appends tombstones; ``prune`` re-roots the
+  thread on the records it keeps. The old records stay sealed in the lineage.
+
+The saver keeps an in-memory index (paths and snapshot ids, never payloads) built from ``log()``
+the first time a thread is touched, and checks the branch HEADs before every operation, so
+records written by another process are picked up.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import copy
+import os
+import random
+import time
+from collections.abc import AsyncIterator, Callable, Iterator, Sequence
+from contextlib import asynccontextmanager, contextmanager
+from dataclasses import dataclass, field
+from typing import Any, TypeVar
+
+from langchain_core.runnables import RunnableConfig
+from langgraph.checkpoint.base import (
+    WRITES_IDX_MAP,
+    BaseCheckpointSaver,
+    ChannelVersions,
+    Checkpoint,
+    CheckpointMetadata,
+    CheckpointTuple,
+    SerializerProtocol,
+    create_checkpoint,
+    get_checkpoint_id,
+)
+from sovseal import Sovseal
+from sovseal.errors import IntegrityError, InvalidInputError
+
+from ._common import (
+    RECORD_BLOB_CHARS,
+    decode_bytes,
+    ensure_anchor,
+    handle_lock,
+    no_embedding,
+    on_branch,
+)
+from ._layout import (
+    FORMAT,
+    WRITES_ROOT,
+    archive_branch,
+    check_part,
+    checkpoint_path,
+    inline_chars,
+    join_parts,
+    live_branch,
+    pack_blobs,
+    parse_branch,
+    parse_path,
+    part_path,
+    typed,
+    writes_branch,
+    writes_path,
+)
+
+try:  # langgraph-checkpoint >= 2.0.?: metadata without the legacy "writes" key
+    from langgraph.checkpoint.base import get_serializable_checkpoint_metadata as _metadata_for
+except ImportError:  # pragma: no cover - older langgraph-checkpoint
+    from langgraph.checkpoint.base import get_checkpoint_metadata as _metadata_for
+
+try:
+    from langgraph.checkpoint.base import writes_sort_key
+except ImportError:  # pragma: no cover - langgraph-checkpoint < 4.3
+
+    def writes_sort_key(task_path: str, task_id: str = "", idx: int = 0) -> tuple[str, str, int]:
+        return (task_path, task_id, idx)
+
+
+__all__ = ["AsyncSovsealSaver", "SovsealSaver", "ThreadVerification"]
+
+_T = TypeVar("_T")
+#: Checkpoints decoded per worker-thread hop when ``alist`` streams.
+_LIST_BATCH = 16
+
+
+@dataclass(frozen=True, slots=True)
+class ThreadVerification:
+    """What :meth:`SovsealSaver.verify` found for one thread."""
+
+    thread_id: str
+    ok: bool
+    branches: list[str]  # the thread's sovseal branches (checkpoints, writes, archived futures)
+    records: int  # records opened on their chains, each snapshot id re-derived from its parent
+    checkpoints: int  # visible checkpoints decoded (parts and digests checked)
+    writes: int  # pending-write records decoded
+    problems: list[str] = field(default_factory=list)
+
+
+@dataclass(slots=True)
+class _Ref:
+    """Where a visible record can be read: its snapshot id and a branch whose HEAD shows it."""
+
+    sid: str
+    branch: str
+    created: float
+
+
+class _Family:
+    """The index of one thread: its branches, what each shows, and what the thread holds."""
+
+    def __init__(self, thread_id: str) -> None:
+        self.thread_id = thread_id
+        self.live = live_branch(thread_id)
+        self.writes = writes_branch(thread_id)
+        self.heads: dict[str, str | None] = {}  # branches that exist -> their HEAD as last seen
+        self.views: dict[str, dict[str, tuple[str, float]]] = {}  # branch -> path -> (sid, created)
+        self.merged: dict[str, _Ref] = {}  # path -> where to read it
+        self.checkpoints: dict[str, dict[str, str]] = {}  # ns -> checkpoint id -> path
+        self.task_writes: dict[tuple[str, str], dict[str, str]] = {}  # (ns, checkpoint id) -> task -> path
+        self.metadata: dict[str, dict[str, Any]] = {}  # snapshot id -> decoded metadata (for filters)
+
+    def archives(self) -> list[str]:
+        found = [(parse_branch(b), b) for b in self.heads]
+        return [b for p, b in sorted((p, b) for p, b in found if p and p[1] == "archive")]
+
+    def has_checkpoints(self) -> bool:
+        return any(self.checkpoints.values())
+
+    def _rank(self, branch: str, created: float) -> tuple[float, int]:
+        return (-created, 0 if branch == self.live else 1 if branch == self.writes else 2)
+
+    def remerge(self, path: str) -> None:
+        """Recompute where ``path`` is read from: the newest version any branch shows.
+
+        Two branches show different versions of one path only after a checkpoint was stored again
+        (same id) and the thread then forked from before that: the newer write wins.
+        """
+        best: _Ref | None = None
+        for branch, view in self.views.items():
+            found = view.get(path)
+            if found is not None and (best is None or self._rank(branch, found[1]) < self._rank(best.branch, best.created)):
+                best = _Ref(found[0], branch, found[1])
+        parsed = parse_path(path)
+        if best is None:
+            self.merged.pop(path, None)
+        else:
+            self.merged[path] = best
+        if parsed is None or parsed.kind == "part":
+            return
+        if parsed.kind == "checkpoint":
+            index = self.checkpoints.setdefault(parsed.ns, {})
+            key = parsed.checkpoint_id
+        else:
+            index = self.task_writes.setdefault((parsed.ns, parsed.checkpoint_id), {})
+            key = parsed.task_id or ""
+        if best is not None:
+            index[key] = path
+        elif index.get(key) == path:
+            del index[key]
+
+    def derive(self) -> None:
+        self.merged.clear()
+        self.checkpoints.clear()
+        self.task_writes.clear()
+        for path in {p for view in self.views.values() for p in view}:
+            self.remerge(path)
+        for ns in [ns for ns, ids in self.checkpoints.items() if not ids]:
+            del self.checkpoints[ns]
+
+    def show(self, branch: str, path: str, sid: str) -> None:
+        self.views.setdefault(branch, {})[path] = (sid, time.time())
+        self.remerge(path)
+
+    def hide(self, branch: str, path: str) -> None:
+        self.views.get(branch, {}).pop(path, None)
+        self.remerge(path)
+
+
+class _State:
+    """What every copy of a saver shares (``with_allowlist`` makes shallow copies)."""
+
+    def __init__(self, handle: Sovseal, owned: bool) -> None:
+        self.handle = handle
+        self.owned = owned
+        self.lock = handle_lock(handle)
+        with self.lock:
+            self.anchor = ensure_anchor(handle)
+            self.names: set[str] = set(handle.branches())
+        self.families: dict[str, _Family] = {}
+
+
+def _entry_metadata(path: str) -> dict[str, Any]:
+    """The sovseal metadata of a saver record (sealed with it; lets sovseal filters find it)."""
+    parsed = parse_path(path)
+    assert parsed is not None
+    meta: dict[str, Any] = {
+        "langgraph": parsed.kind,
+        "thread_id": parsed.thread_id,
+        "checkpoint_ns": parsed.ns,
+        "checkpoint_id": parsed.checkpoint_id,
+    }
+    if parsed.task_id is not None:
+        meta["task_id"] = parsed.task_id
+    return meta
+
+
+def _thread_of(config: RunnableConfig) -> str:
+    conf = config.get("configurable") or {}
+    thread_id = conf.get("thread_id")
+    if thread_id is None or thread_id == "":
+        raise ValueError('the config needs a thread id: {"configurable": {"thread_id": ...}}')
+    return str(thread_id)
+
+
+def _ns_of(config: RunnableConfig) -> str:
+    return str((config.get("configurable") or {}).get("checkpoint_ns") or "")
+
+
+class _SovsealSaverBase(BaseCheckpointSaver[str]):
+    """The saver's logic; the two public classes differ in how they open and in their sync guard."""
+
+    def __init__(self, sovseal: Sovseal, *, serde: SerializerProtocol | None = None) -> None:
+        super().__init__(serde=serde)
+        handle = getattr(sovseal, "sync", sovseal)  # an AsyncSovseal that exposes its sync handle
+        if not isinstance(handle, Sovseal):
+            raise TypeError(f"{type(self).__name__} needs a sovseal.Sovseal handle, got {type(sovseal).__name__}")
+        self._s = _State(handle, owned=False)
+
+    @property
+    def sovseal(self) -> Sovseal:
+        """The handle the saver writes through (share it with ``SovsealStore`` to use one lock)."""
+        return self._s.handle
+
+    def close(self) -> None:
+        """Close the handle if the saver opened it (``open``); a handle you passed stays open."""
+        if self._s.owned:
+            self._s.handle.close()
+
+    # -- the index ---------------------------------------------------------------------------------
+
+    def _names(self, *, refresh: bool = False) -> set[str]:
+        if refresh:
+            self._s.names = set(self._s.handle.branches())
+        return self._s.names
+
+    def _load_branch(self, fam: _Family, branch: str) -> None:
+        """Fold ``log()`` of a branch into the paths it shows (opens and re-derives every record)."""
+        h = self._s.handle
+        with on_branch(h, branch):
+            entries = h.log()
+        damage = h.status().damage
+        if damage:  # a frame that failed authentication may hide records: refuse rather than read less
+            raise IntegrityError(f"the store has damaged records ({'; '.join(damage[:3])}); run `sovseal verify`")
+        view: dict[str, tuple[str, float]] = {}
+        seen: set[str] = set()
+        for entry in entries:  # newest first: the first mention of a path decides
+            if entry.path in seen:
+                continue
+            seen.add(entry.path)
+            if entry.op == "store" and parse_path(entry.path) is not None:
+                view[entry.path] = (entry.snapshot_id, entry.created_at.timestamp())
+        fam.heads[branch] = entries[0].snapshot_id if entries else None
+        fam.views[branch] = view
+
+    def _heads(self, branches: list[str]) -> dict[str, str | None]:
+        h = self._s.handle
+        out: dict[str, str | None] = {}
+        with on_branch(h, h.branch):
+            for branch in branches:
+                if h.branch != branch:
+                    h.checkout(branch)
+                out[branch] = h.snapshot()
+        return out
+
+    def _refresh(self, fam: _Family) -> None:
+        """Reload the branches another handle moved since we last looked."""
+        moved = [b for b, head in self._heads(list(fam.heads)).items() if head != fam.heads[b]]
+        if not moved:
+            return
+        for branch in moved:
+            self._load_branch(fam, branch)
+        for name in self._names(refresh=True):
+            parsed = parse_branch(name)
+            if parsed and parsed[0] == fam.thread_id and name not in fam.heads:
+                self._load_branch(fam, name)
+        fam.metadata.clear()
+        fam.derive()
+
+    def _family(self, thread_id: str, *, create: bool = False) -> _Family | None:
+        """The thread's index, fresh; None for a thread that never existed (unless ``create``)."""
+        s = self._s
+        fam = s.families.get(thread_id)
+        if fam is not None:
+            self._refresh(fam)
+            return fam
+        live = live_branch(thread_id)
+        names = self._names()
+        if live not in names:
+            names = self._names(refresh=True)
+        fam = _Family(thread_id)
+        if live not in names:
+            if not create:
+                return None
+            try:
+                self._create_branch(live, s.anchor)
+            except InvalidInputError:  # another process created the thread just now
+                names = self._names(refresh=True)
+                if live not in names:
+                    raise
+            else:
+                fam.heads[live], fam.views[live] = s.anchor, {}
+                s.families[thread_id] = fam
+                return fam
+        for name in names:
+            parsed = parse_branch(name)
+            if parsed and parsed[0] == thread_id:
+                self._load_branch(fam, name)
+        fam.derive()
+        s.families[thread_id] = fam
+        return fam
+
+    def _create_branch(self, name: str, at: str) -> None:
+        h = self._s.handle
+        with on_branch(h, h.branch):
+            h.fork(at, branch=name)
+        self._s.names.add(name)
+
+    def _thread_ids(self) -> list[str]:
+        out = {p[0] for name in self._names(refresh=True) if (p := parse_branch(name)) and p[1] == "live"}
+        return sorted(out)
+
+    # -- reading records -----------------------------------------------------------------------------
+
+    def _read(self, fam: _Family, path: str) -> Any:
+        """The payload of a visible record, opened and verified by the SDK."""
+        ref = fam.merged.get(path)
+        if ref is None:
+            raise IntegrityError(f"{path} is named by a record of thread {fam.thread_id!r} but is not visible; run verify()")
+        h = self._s.handle
+        with on_branch(h, ref.branch):
+            memory = h.get(path)
+        if memory is None or memory.snapshot_id != ref.sid:
+            raise IntegrityError(
+                f"{path} on branch {ref.branch!r} is not the record the thread's index holds "
+                "(written by another process mid-operation, or the store was changed): retry, or run verify()"
+            )
+        return memory.payload
+
+    def _blob(self, fam: _Family, record_path: str, name: str, descriptor: Any) -> tuple[str, bytes]:
+        where = f"{name!r} of {record_path}"
+        type_, inline = typed(descriptor, where)
+        if inline:
+            return type_, decode_bytes(descriptor["d"], where)
+        n = descriptor["n"]
+        chunks = [check_part(self._read(fam, part_path(record_path, name, i)), record_path, name, i, n) for i in range(n)]
+        return type_, join_parts(descriptor, chunks, where)
+
+    def _checkpoint_payload(self, fam: _Family, path: str) -> dict[str, Any]:
+        payload = self._read(fam, path)
+        parsed = parse_path(path)
+        assert parsed is not None
+        if (
+            not isinstance(payload, dict)
+            or payload.get("lg") != "checkpoint"
+            or payload.get("format") != FORMAT
+            or payload.get("thread_id") != parsed.thread_id
+            or payload.get("checkpoint_ns") != parsed.ns
+            or payload.get("checkpoint_id") != parsed.checkpoint_id
+            or not isinstance(payload.get("blobs"), dict)
+        ):
+            raise IntegrityError(f"the checkpoint record {path} does not match its path; run verify()")
+        return payload
+
+    def _writes_payload(self, fam: _Family, path: str) -> dict[str, Any]:
+        payload = self._read(fam, path)
+        parsed = parse_path(path)
+        assert parsed is not None
+        if (
+            not isinstance(payload, dict)
+            or payload.get("lg") != "writes"
+            or payload.get("format") != FORMAT
+            or payload.get("thread_id") != parsed.thread_id
+            or payload.get("checkpoint_ns") != parsed.ns
+            or payload.get("checkpoint_id") != parsed.checkpoint_id
+            or payload.get("task_id") != parsed.task_id
+            or not isinstance(payload.get("writes"), list)
+        ):
+            raise IntegrityError(f"the writes record {path} does not match its path; run verify()")
+        return payload
+
+    def _metadata(self, fam: _Family, path: str, payload: dict[str, Any] | None = None) -> dict[str, Any]:
+        sid = fam.merged[path].sid
+        cached = fam.metadata.get(sid)
+        if cached is None:
+            if payload is None:
+                payload = self._checkpoint_payload(fam, path)
+            cached = self.serde.loads_typed(self._blob(fam, path, "metadata", payload["blobs"].get("metadata")))
+            if not isinstance(cached, dict):
+                raise IntegrityError(f"the metadata of {path} is not a mapping; run verify()")
+            fam.metadata[sid] = cached
+        return cached
+
+    def _pending_writes(self, fam: _Family, ns: str, checkpoint_id: str) -> list[tuple[str, str, Any]]:
+        keyed: list[tuple[tuple[str, str, int], tuple[str, str, Any]]] = []
+        for task_id, path in fam.task_writes.get((ns, checkpoint_id), {}).items():
+            payload = self._writes_payload(fam, path)
+            task_path = payload.get("task_path") or ""
+            for entry in payload["writes"]:
+                if not isinstance(entry, dict) or not isinstance(entry.get("idx"), int) or not isinstance(entry.get("channel"), str):
+                    raise IntegrityError(f"a write in {path} is malformed; run verify()")
+                value = self.serde.loads_typed(self._blob(fam, path, f"w{entry['idx']}", entry.get("blob")))
+                keyed.append((writes_sort_key(task_path, task_id, entry["idx"]), (task_id, entry["channel"], value)))
+        keyed.sort(key=lambda item: item[0])
+        return [write for _, write in keyed]
+
+    def _tuple(
+        self, fam: _Family, thread_id: str, ns: str, checkpoint_id: str, *, filter: dict[str, Any] | None = None
+    ) -> CheckpointTuple | None:
+        path = fam.checkpoints.get(ns, {}).get(checkpoint_id)
+        if path is None:
+            return None
+        payload = self._checkpoint_payload(fam, path)
+        metadata = self._metadata(fam, path, payload)
+        if filter and not all(metadata.get(k) == v for k, v in filter.items()):
+            return None
+        checkpoint = self.serde.loads_typed(self._blob(fam, path, "checkpoint", payload["blobs"].get("checkpoint")))
+        if not isinstance(checkpoint, dict) or checkpoint.get("id") != checkpoint_id:
+            raise IntegrityError(f"the checkpoint in {path} is not checkpoint {checkpoint_id}; run verify()")
+        parent_id = payload.get("parent_checkpoint_id")
+        return CheckpointTuple(
+            config={"configurable": {"thread_id": thread_id, "checkpoint_ns": ns, "checkpoint_id": checkpoint_id}},
+            checkpoint=checkpoint,  # type: ignore[arg-type]
+            metadata=copy.deepcopy(metadata),  # type: ignore[arg-type]
+            parent_config=(
+                {"configurable": {"thread_id": thread_id, "checkpoint_ns": ns, "checkpoint_id": parent_id}} if parent_id else None
+            ),
+            pending_writes=self._pending_writes(fam, ns, checkpoint_id),
+        )
+
+    # -- writing records -----------------------------------------------------------------------------
+
+    def _append(self, fam: _Family, branch: str, records: list[tuple[str, Any]], *, parent: str | None = None) -> str | None:
+        """Store records in order on ``branch`` (the first one with ``parent=``); returns the last id."""
+        h = self._s.handle
+        last: str | None = None
+        with on_branch(h, branch):
+            for i, (path, payload) in enumerate(records):
+                result = h.store(
+                    path,
+                    payload,
+                    metadata=_entry_metadata(path),
+                    type="episodic",
+                    provenance="observed",
+                    parent=parent if i == 0 else None,
+                )
+                if not result.reinforced:
+                    fam.heads[branch] = result.snapshot_id
+                fam.show(branch, path, result.snapshot_id)
+                last = result.snapshot_id
+        return last
+
+    def _archive_live(self, fam: _Family) -> None:
+        """Keep the live branch's records readable on an archive branch before its HEAD moves back."""
+        head = fam.heads.get(fam.live)
+        if head is None or head == self._s.anchor or not fam.views.get(fam.live):
+            return
+        archives = fam.archives()
+        if any(fam.heads.get(b) == head for b in archives):
+            return
+        n = max((parse_branch(b) or ("", "", 0))[2] for b in archives) if archives else 0
+        while True:
+            n += 1
+            name = archive_branch(fam.thread_id, n)
+            if name in self._names():
+                continue
+            try:
+                self._create_branch(name, head)
+            except InvalidInputError:
+                self._names(refresh=True)
+                continue
+            break
+        fam.heads[name] = head
+        fam.views[name] = dict(fam.views[fam.live])
+
+    def _fork_store(self, fam: _Family, parent_sid: str, records: list[tuple[str, Any]]) -> None:
+        """Store records on the live branch as a fork at ``parent_sid`` (time travel)."""
+        before = {p for b, view in fam.views.items() if b != fam.writes for p in view}
+        self._archive_live(fam)
+        self._append(fam, fam.live, records, parent=parent_sid)
+        self._load_branch(fam, fam.live)
+        # A record deleted (tombstoned) after the fork point is visible again at the fork: delete it again.
+        written = {p for p, _ in records}
+        revived = [p for p in fam.views[fam.live] if p not in before and p not in written]
+        if revived:
+            h = self._s.handle
+            with on_branch(h, fam.live):
+                for path in revived:
+                    h.delete(path)
+            self._load_branch(fam, fam.live)
+        fam.derive()
+
+    def _ensure_writes_branch(self, fam: _Family) -> None:
+        if fam.writes not in fam.heads:
+            if fam.writes in self._names(refresh=True):
+                self._load_branch(fam, fam.writes)
+                fam.derive()
+            else:
+                try:
+                    self._create_branch(fam.writes, self._s.anchor)
+                except InvalidInputError:  # another process created it just now
+                    self._names(refresh=True)
+                    self._load_branch(fam, fam.writes)
+                    fam.derive()
+                else:
+                    fam.heads[fam.writes], fam.views[fam.writes] = self._s.anchor, {}
+
+    def _empty(self, fam: _Family) -> None:
+        """Move every branch of the thread back to the anchor: nothing visible, nothing deleted."""
+        h = self._s.handle
+        anchor = self._s.anchor
+        with on_branch(h, h.branch):
+            for branch, head in list(fam.heads.items()):
+                if head != anchor:
+                    h.checkout(branch)
+                    h.rollback(anchor)
+                fam.heads[branch] = anchor
+                fam.views[branch] = {}
+        fam.metadata.clear()
+        fam.derive()
+
+    def _hide_everywhere(self, fam: _Family, paths: list[str]) -> None:
+        """Append a tombstone for each path on every branch of the thread that shows it."""
+        h = self._s.handle
+        with on_branch(h, h.branch):
+            for branch, view in fam.views.items():
+                doomed = [p for p in paths if p in view]
+                if not doomed:
+                    continue
+                h.checkout(branch)
+                for path in doomed:
+                    result = h.delete(path)
+                    if result is not None:
+                        fam.heads[branch] = result.snapshot_id
+                    view.pop(path, None)
+        for path in paths:
+            fam.remerge(path)
+        for ns in [ns for ns, ids in fam.checkpoints.items() if not ids]:
+            del fam.checkpoints[ns]
+
+    def _record_paths(self, fam: _Family, ns: str, checkpoint_id: str) -> list[str]:
+        """The checkpoint's record, its parts, its writes records and their parts (what to delete)."""
+        roots: list[str] = []
+        if (path := fam.checkpoints.get(ns, {}).get(checkpoint_id)) is not None:
+            roots.append(path)
+        roots.extend(fam.task_writes.get((ns, checkpoint_id), {}).values())
+        visible = {p for view in fam.views.values() for p in view}
+        return [p for root in roots for p in visible if p == root or p.startswith(root + "/part/")]
+
+    # -- BaseCheckpointSaver ---------------------------------------------------------------------------
+
+    def get_tuple(self, config: RunnableConfig) -> CheckpointTuple | None:
+        self._guard()
+        thread_id, ns = _thread_of(config), _ns_of(config)
+        with self._s.lock:
+            fam = self._family(thread_id)
+            if fam is None:
+                return None
+            ids = fam.checkpoints.get(ns)
+            if not ids:
+                return None
+            checkpoint_id = get_checkpoint_id(config) or max(ids)
+            return self._tuple(fam, thread_id, ns, checkpoint_id)
+
+    def list(
+        self,
+        config: RunnableConfig | None,
+        *,
+        filter: dict[str, Any] | None = None,
+        before: RunnableConfig | None = None,
+        limit: int | None = None,
+    ) -> Iterator[CheckpointTuple]:
+        self._guard()
+        remaining = limit
+        for thread_id, ns, checkpoint_id in self._listing(config, before):
+            if remaining is not None and remaining <= 0:
+                return
+            found = self._listed(thread_id, ns, checkpoint_id, filter)
+            if found is not None:
+                if remaining is not None:
+                    remaining -= 1
+                yield found
+
+    def _listing(self, config: RunnableConfig | None, before: RunnableConfig | None) -> list[tuple[str, str, str]]:
+        """(thread, ns, checkpoint id) of every candidate, newest checkpoint id first."""
+        ns_wanted: str | None = None
+        id_wanted: str | None = None
+        with self._s.lock:
+            if config:
+                threads = [_thread_of(config)]
+                ns_wanted = (config.get("configurable") or {}).get("checkpoint_ns")
+                id_wanted = get_checkpoint_id(config)
+            else:
+                threads = self._thread_ids()
+            before_id = get_checkpoint_id(before) if before else None
+            out: list[tuple[str, str, str]] = []
+            for thread_id in threads:
+                fam = self._family(thread_id)
+                if fam is None:
+                    continue
+                for ns, ids in fam.checkpoints.items():
+                    if ns_wanted is not None and ns != ns_wanted:
+                        continue
+                    for checkpoint_id in ids:
+                        if id_wanted and checkpoint_id != id_wanted:
+                            continue
+                        if before_id and checkpoint_id >= before_id:
+                            continue
+                        out.append((checkpoint_id, thread_id, ns))
+        out.sort(reverse=True)
+        return [(thread_id, ns, checkpoint_id) for checkpoint_id, thread_id, ns in out]
+
+    def _listed(self, thread_id: str, ns: str, checkpoint_id: str, filter: dict[str, Any] | None) -> CheckpointTuple | None:
+        with self._s.lock:
+            fam = self._s.families.get(thread_id)
+            if fam is None:
+                return None
+            return self._tuple(fam, thread_id, ns, checkpoint_id, filter=filter)
+
+    def put(
+        self,
+        config: RunnableConfig,
+        checkpoint: Checkpoint,
+        metadata: CheckpointMetadata,
+        new_versions: ChannelVersions,
+    ) -> RunnableConfig:
+        self._guard()
+        thread_id, ns = _thread_of(config), _ns_of(config)
+        parent_id = get_checkpoint_id(config)
+        checkpoint_id = checkpoint["id"]
+        blobs = {
+            "checkpoint": self.serde.dumps_typed(checkpoint),
+            "metadata": self.serde.dumps_typed(_metadata_for(config, metadata)),
+        }
+        with self._s.lock:
+            fam = self._family(thread_id, create=True)
+            assert fam is not None
+            ids = fam.checkpoints.get(ns, {})
+            existing = ids.get(checkpoint_id)
+            path = existing or checkpoint_path(thread_id, ns, checkpoint_id)
+            parent_ref = fam.merged.get(ids[parent_id]) if parent_id and parent_id in ids else None
+            descriptors, parts = pack_blobs(path, blobs)
+            payload = {
+                "lg": "checkpoint",
+                "format": FORMAT,
+                "thread_id": parse_path(path).thread_id,  # type: ignore[union-attr]
+                "checkpoint_ns": ns,
+                "checkpoint_id": checkpoint_id,
+                "parent_checkpoint_id": parent_id,
+                "parent_snapshot": parent_ref.sid if parent_ref else None,
+                "blobs": descriptors,
+            }
+            records = [*parts, (path, payload)]
+            forks = (
+                parent_ref is not None
+                and existing is None
+                and parent_id != max(ids)
+                and parent_ref.sid != fam.heads.get(fam.live)
+            )
+            if forks:
+                assert parent_ref is not None
+                self._fork_store(fam, parent_ref.sid, records)
+            else:
+                self._append(fam, fam.live, records)
+        return {"configurable": {"thread_id": thread_id, "checkpoint_ns": ns, "checkpoint_id": checkpoint_id}}
+
+    def put_writes(
+        self,
+        config: RunnableConfig,
+        writes: Sequence[tuple[str, Any]],
+        task_id: str,
+        task_path: str = "",
+    ) -> None:
+        self._guard()
+        thread_id, ns = _thread_of(config), _ns_of(config)
+        checkpoint_id = get_checkpoint_id(config)
+        if not checkpoint_id:
+            raise ValueError("put_writes needs the config of a checkpoint (configurable.checkpoint_id)")
+        incoming: dict[int, tuple[str, tuple[str, bytes]]] = {}
+        for idx, (channel, value) in enumerate(writes):
+            incoming[WRITES_IDX_MAP.get(channel, idx)] = (channel, self.serde.dumps_typed(value))
+        with self._s.lock:
+            fam = self._family(thread_id, create=True)
+            assert fam is not None
+            self._ensure_writes_branch(fam)
+            path = fam.task_writes.get((ns, checkpoint_id), {}).get(task_id) or writes_path(thread_id, ns, checkpoint_id, task_id)
+            current = self._writes_payload(fam, path) if path in fam.merged else None
+            entries: dict[int, dict[str, Any]] = {e["idx"]: e for e in current["writes"]} if current else {}
+            fresh = {k: v for k, v in incoming.items() if k < 0 or k not in entries}
+            if current is not None:  # an upsert of the value already stored changes nothing
+                fresh = {k: v for k, v in fresh.items() if k not in entries or not self._same(fam, path, entries[k], *v)}
+            if not fresh:
+                return
+            budget = RECORD_BLOB_CHARS - sum(inline_chars(e.get("blob", {})) for k, e in entries.items() if k not in fresh)
+            descriptors, parts = pack_blobs(path, {f"w{k}": typed_value for k, (_, typed_value) in fresh.items()}, budget)
+            for k, (channel, _) in fresh.items():
+                entries[k] = {"idx": k, "channel": channel, "blob": descriptors[f"w{k}"]}
+            cp_path = fam.checkpoints.get(ns, {}).get(checkpoint_id)
+            payload = {
+                "lg": "writes",
+                "format": FORMAT,
+                "thread_id": parse_path(path).thread_id,  # type: ignore[union-attr]
+                "checkpoint_ns": ns,
+                "checkpoint_id": checkpoint_id,
+                "task_id": task_id,
+                "task_path": task_path or (current or {}).get("task_path") or "",
+                "checkpoint_snapshot": fam.merged[cp_path].sid if cp_path else None,
+                "writes": [entries[k] for k in sorted(entries)],
+            }
+            self._append(fam, fam.writes, [*parts, (path, payload)])
+
+    def _same(self, fam: _Family, path: str, entry: dict[str, Any], channel: str, value: tuple[str, bytes]) -> bool:
+        return entry.get("channel") == channel and self._blob(fam, path, f"w{entry['idx']}", entry.get("blob")) == value
+
+    def delete_thread(self, thread_id: str) -> None:
+        self._guard()
+        with self._s.lock:
+            fam = self._family(str(thread_id))
+            if fam is not None:
+                self._empty(fam)
+
+    def delete_for_runs(self, run_ids: Sequence[str]) -> None:
+        self._guard()
+        wanted = {str(r) for r in run_ids}
+        if not wanted:
+            return
+        with self._s.lock:
+            for thread_id in self._thread_ids():
+                fam = self._family(thread_id)
+                if fam is None:
+                    continue
+                doomed: list[str] = []
+                for ns, ids in list(fam.checkpoints.items()):
+                    for checkpoint_id, path in list(ids.items()):
+                        run_id = self._metadata(fam, path).get("run_id")
+                        if run_id is not None and str(run_id) in wanted:
+                            doomed.extend(self._record_paths(fam, ns, checkpoint_id))
+                if doomed:
+                    self._hide_everywhere(fam, doomed)
+
+    def copy_thread(self, source_thread_id: str, target_thread_id: str) -> None:
+        """Give the target thread the source's whole history, sharing its records (no bytes copied).
+
+        Each of the source's branches is forked (or, for a target branch left empty by
+        ``delete_thread``, rolled forward) at the same snapshot, so the target holds the same
+        checkpoint ids, metadata, namespaces and writes, and every record keeps the path it was
+        written under. A target that already has checkpoints is refused.
+        """
+        self._guard()
+        source, target = str(source_thread_id), str(target_thread_id)
+        if source == target:
+            return
+        with self._s.lock:
+            src = self._family(source)
+            if src is None or not src.has_checkpoints():
+                return
+            dst = self._family(target)
+            if dst is not None and dst.has_checkpoints():
+                raise ValueError(f"thread {target!r} already has checkpoints; delete_thread() it first or copy to a new thread")
+            dst = dst or _Family(target)
+            names = self._names(refresh=True)
+            used = [parse_branch(n)[2] for n in names if (p := parse_branch(n)) and p[0] == target and p[1] == "archive"]  # type: ignore[index]
+            next_archive = max(used, default=0)
+            h = self._s.handle
+            for branch, head in src.heads.items():
+                kind = (parse_branch(branch) or ("", "", 0))[1]
+                if kind == "live":
+                    to = dst.live
+                elif kind == "writes":
+                    to = dst.writes
+                else:
+                    if head is None or head == self._s.anchor:
+                        continue
+                    next_archive += 1
+                    to = archive_branch(target, next_archive)
+                at = head or self._s.anchor
+                if to in names:
+                    with on_branch(h, to):
+                        h.rollback(at)
+                else:
+                    self._create_branch(to, at)
+                dst.heads[to] = at
+                dst.views[to] = dict(src.views.get(branch, {}))
+            if dst.live not in dst.heads:
+                self._create_branch(dst.live, self._s.anchor)
+                dst.heads[dst.live], dst.views[dst.live] = self._s.anchor, {}
+            dst.metadata = dict(src.metadata)
+            dst.derive()
+            self._s.families[target] = dst
+
+    def prune(self, thread_ids: Sequence[str], *, strategy: str = "keep_latest") -> None:
+        """``"delete"``: as ``delete_thread``. ``"keep_latest"``: keep the newest checkpoint per namespace.
+
+        Keeping the latest re-roots the thread: its branches move back to the anchor and the kept
+        checkpoints (with their parts and pending writes) are stored again on top of it, so the
+        thread's chain is short again. Nothing is erased from the lineage.
+        """
+        self._guard()
+        if strategy not in ("keep_latest", "delete"):
+            raise ValueError(f"unknown prune strategy {strategy!r}; use 'keep_latest' or 'delete'")
+        for thread_id in map(str, thread_ids):
+            with self._s.lock:
+                fam = self._family(thread_id)
+                if fam is None:
+                    continue
+                if strategy == "delete":
+                    self._empty(fam)
+                    continue
+                kept_live: list[tuple[str, Any]] = []
+                kept_writes: list[tuple[str, Any]] = []
+                for ns, ids in fam.checkpoints.items():
+                    if not ids:
+                        continue
+                    checkpoint_id = max(ids)
+                    # parts first: a record is stored after the parts it names
+                    for path in sorted(self._record_paths(fam, ns, checkpoint_id), key=lambda p: ("/part/" not in p, p)):
+                        into = kept_writes if path.startswith(WRITES_ROOT) else kept_live
+                        into.append((path, self._read(fam, path)))
+                total = sum(len(v) for v in fam.views.values())
+                if total == len(kept_live) + len(kept_writes) and not any(fam.views.get(b) for b in fam.archives()):
+                    continue  # nothing to drop
+                self._empty(fam)
+                if kept_live:
+                    self._append(fam, fam.live, kept_live)
+                if kept_writes:
+                    for _, payload in kept_writes:
+                        if isinstance(payload, dict) and payload.get("lg") == "writes":
+                            cp = fam.checkpoints.get(payload["checkpoint_ns"], {}).get(payload["checkpoint_id"])
+                            payload["checkpoint_snapshot"] = fam.merged[cp].sid if cp else None
+                    self._append(fam, fam.writes, kept_writes)
+
+    def get_next_version(self, current: str | None, channel: None) -> str:
+        if current is None:
+            current_v = 0
+        elif isinstance(current, int):
+            current_v = current
+        else:
+            current_v = int(str(current).split(".")[0])
+        return f"{current_v + 1:032}.{random.random():016}"
+
+    # -- time travel and integrity -------------------------------------------------------------------
+
+    def rollback(self, config: RunnableConfig) -> RunnableConfig:
+        """Append a copy of a past checkpoint as the thread's new head, as ``update_state(cfg, None,
+        as_node="__copy__")`` does: same values, same parent, ``metadata.source == "fork"`` and a
+        fresh id newer than every other. Nothing is deleted; the returned config is the copy's.
+        """
+        self._guard()
+        if not get_checkpoint_id(config):
+            raise ValueError("rollback needs the config of a past checkpoint (configurable.checkpoint_id)")
+        past = self.get_tuple(config)
+        if past is None:
+            raise ValueError(f"no checkpoint {get_checkpoint_id(config)!r} in thread {_thread_of(config)!r}")
+        step = past.metadata.get("step", -1)
+        latest = self.get_tuple({"configurable": {**past.config["configurable"], "checkpoint_id": None}})
+        newest = latest.checkpoint["id"] if latest else ""
+        copy_ = create_checkpoint(past.checkpoint, None, step)
+        while copy_["id"] <= newest:  # a clock that went backwards: uuid6 ids must still grow
+            time.sleep(0.001)
+            copy_ = create_checkpoint(past.checkpoint, None, step)
+        metadata: dict[str, Any] = {"source": "fork", "step": step + 1, "parents": past.metadata.get("parents", {})}
+        if "counters_since_delta_snapshot" in past.metadata:
+            metadata["counters_since_delta_snapshot"] = past.metadata["counters_since_delta_snapshot"]
+        parent = past.parent_config or {"configurable": {k: v for k, v in past.config["configurable"].items() if k != "checkpoint_id"}}
+        return self.put(parent, copy_, metadata, {})  # type: ignore[arg-type]
+
+    def verify(self, thread_id: str) -> ThreadVerification:
+        """Check a thread's chains: open every record on each of its branches (re-deriving every
+        snapshot id from its parent's), then decode every visible checkpoint and write."""
+        self._guard()
+        thread_id = str(thread_id)
+        problems: list[str] = []
+        records = checkpoints = writes = 0
+        h = self._s.handle
+        with self._s.lock:
+            try:
+                fam = self._family(thread_id)
+            except IntegrityError as exc:  # a record on the thread's chains failed to open
+                self._s.families.pop(thread_id, None)
+                branches = sorted(n for n in self._names(refresh=True) if (p := parse_branch(n)) and p[0] == thread_id)
+                return ThreadVerification(thread_id, False, branches, 0, 0, 0, [str(exc)])
+            if fam is None:
+                return ThreadVerification(thread_id, False, [], 0, 0, 0, [f"no thread {thread_id!r} in this store"])
+            branches = sorted(fam.heads)
+            for branch in branches:
+                try:
+                    with on_branch(h, branch):
+                        records += len(h.log())
+                except IntegrityError as exc:
+                    problems.append(f"branch {branch}: {exc}")
+            for ns, ids in fam.checkpoints.items():
+                for checkpoint_id in ids:
+                    try:
+                        if self._tuple(fam, thread_id, ns, checkpoint_id) is not None:
+                            checkpoints += 1
+                        writes += len(fam.task_writes.get((ns, checkpoint_id), {}))
+                    except Exception as exc:  # noqa: BLE001 - every failure is a finding
+                        problems.append(f"checkpoint {ns!r}/{checkpoint_id}: {exc}")
+            problems.extend(f"store: {d}" for d in h.status().damage)
+        return ThreadVerification(thread_id, not problems, branches, records, checkpoints, writes, problems)
+
+    # -- async: each operation runs whole in one worker thread ------------------------------------------
+
+    async def _run(self, fn: Callable[..., _T], *args: Any, **kwargs: Any) -> _T:
+        return await asyncio.to_thread(fn, *args, **kwargs)
+
+    async def aget_tuple(self, config: RunnableConfig) -> CheckpointTuple | None:
+        return await self._run(self.get_tuple, config)
+
+    async def alist(
+        self,
+        config: RunnableConfig | None,
+        *,
+        filter: dict[str, Any] | None = None,
+        before: RunnableConfig | None = None,
+        limit: int | None = None,
+    ) -> AsyncIterator[CheckpointTuple]:
+        candidates = await self._run(self._listing, config, before)
+        remaining = limit
+        for start in range(0, len(candidates), _LIST_BATCH):
+            if remaining is not None and remaining <= 0:
+                return
+            batch = candidates[start : start + _LIST_BATCH]
+            found = await self._run(lambda b=batch: [self._listed(*c, filter) for c in b])
+            for item in found:
+                if item is None:
+                    continue
+                if remaining is not None:
+                    if remaining <= 0:
+                        return
+                    remaining -= 1
+                yield item
+
+    async def aput(
+        self,
+        config: RunnableConfig,
+        checkpoint: Checkpoint,
+        metadata: CheckpointMetadata,
+        new_versions: ChannelVersions,
+    ) -> RunnableConfig:
+        return await self._run(self.put, config, checkpoint, metadata, new_versions)
+
+    async def aput_writes(
+        self,
+        config: RunnableConfig,
+        writes: Sequence[tuple[str, Any]],
+        task_id: str,
+        task_path: str = "",
+    ) -> None:
+        await self._run(self.put_writes, config, writes, task_id, task_path)
+
+    async def adelete_thread(self, thread_id: str) -> None:
+        await self._run(self.delete_thread, thread_id)
+
+    async def adelete_for_runs(self, run_ids: Sequence[str]) -> None:
+        await self._run(self.delete_for_runs, run_ids)
+
+    async def acopy_thread(self, source_thread_id: str, target_thread_id: str) -> None:
+        await self._run(self.copy_thread, source_thread_id, target_thread_id)
+
+    async def aprune(self, thread_ids: Sequence[str], *, strategy: str = "keep_latest") -> None:
+        await self._run(self.prune, thread_ids, strategy=strategy)
+
+    async def arollback(self, config: RunnableConfig) -> RunnableConfig:
+        return await self._run(self.rollback, config)
+
+    async def averify(self, thread_id: str) -> ThreadVerification:
+        return await self._run(self.verify, thread_id)
+
+    # -- the sync guard (AsyncSovsealSaver refuses sync calls on its event loop's thread) ----------
+
+    def _guard(self) -> None:
+        """Nothing for SovsealSaver. The a* methods call the sync ones in a worker thread, which has
+        no running event loop, so AsyncSovsealSaver's guard never trips on them."""
+
+
+class SovsealSaver(_SovsealSaverBase):
+    """A LangGraph checkpointer whose every checkpoint, metadata and pending write is a sealed
+    sovseal record, a thread's history a tamper-evident chain and time travel a sovseal fork.
+
+    ``SovsealSaver(sovseal)`` writes through a ``Sovseal`` handle you own;
+    ``SovsealSaver.open(path, key=...)`` opens (and closes) a store of its own. Sync methods run in
+    the caller's thread; the async ones run each operation in one worker thread.
+    """
+
+    @classmethod
+    @contextmanager
+    def open(
+        cls,
+        path: str | os.PathLike[str] | None = None,
+        *,
+        key: bytes | str | None = None,
+        embedder: Callable[[Sequence[str]], Any] | None = None,
+        serde: SerializerProtocol | None = None,
+        **sovseal_kwargs: Any,
+    ) -> Iterator[SovsealSaver]:
+        """Open the store at ``path`` for checkpoints (its own handle, closed on exit).
+
+        Checkpoints are never recalled by meaning, so unless ``embedder`` is given no model is
+        loaded (a store of checkpoints is best kept in its own directory for that reason).
+        """
+        handle = Sovseal(path, key=key, embedder=embedder or no_embedding, **sovseal_kwargs)
+        try:
+            saver = cls(handle, serde=serde)
+            saver._s.owned = True
+        except BaseException:
+            handle.close()
+            raise
+        try:
+            yield saver
+        finally:
+            saver.close()
+
+
+class AsyncSovsealSaver(_SovsealSaverBase):
+    """The async-first saver: ``async with AsyncSovsealSaver.open(path, key=...) as saver``.
+
+    Every ``a*`` method runs its whole operation in one worker thread, so the event loop never
+    blocks on disk or crypto. The sync methods work from other threads (LangGraph's sync nodes run
+    in a pool); called on the thread running the event loop they raise, as ``AsyncSqliteSaver``'s do,
+    since they would block it.
+    """
+
+    @classmethod
+    @asynccontextmanager
+    async def open(
+        cls,
+        path: str | os.PathLike[str] | None = None,
+        *,
+        key: bytes | str | None = None,
+        embedder: Callable[[Sequence[str]], Any] | None = None,
+        serde: SerializerProtocol | None = None,
+        **sovseal_kwargs: Any,
+    ) -> AsyncIterator[AsyncSovsealSaver]:
+        """Open the store at ``path`` in a worker thread (opening replays its journal)."""
+
+        def opened() -> AsyncSovsealSaver:
+            handle = Sovseal(path, key=key, embedder=embedder or no_embedding, **sovseal_kwargs)
+            try:
+                saver = cls(handle, serde=serde)
+            except BaseException:
+                handle.close()
+                raise
+            saver._s.owned = True
+            return saver
+
+        saver = await asyncio.to_thread(opened)
+        try:
+            yield saver
+        finally:
+            await asyncio.to_thread(saver.close)
+
+    def _guard(self) -> None:
+        try:
+            asyncio.get_running_loop()
+        except RuntimeError:
+            return
+        raise asyncio.InvalidStateError(
+            "Synchronous calls to AsyncSovsealSaver are only allowed from a thread without a running event loop. "
+            "From async code use the a* methods (graph.ainvoke / astream / aget_state), or use SovsealSaver."
+        )
+

@@ -1,0 +1,503 @@
+"""``SovsealStore``: LangGraph's long-term memory store, every item a sealed sovseal memory.
+
+An item ``(namespace, key) -> value`` is the sovseal record at ``langgraph/store/<label>/.../=<key>``
+(each component percent-encoded) on one branch (the handle's current branch by default), with the
+value as its JSON payload. So the agent's long-term memories are ordinary sovseal memories: they
+live in the lineage, `sovseal recall` finds them, and deleting one appends a tombstone.
+
+Search by meaning has two modes:
+
+- **sovseal recall** (default, no ``index=`` config): ``search(prefix, query=...)`` runs
+  ``Sovseal.recall`` restricted to the prefix (a ``path_prefix`` filter) and to indexed items,
+  with sovseal's own embedder, keyword index, decay and reinforcement. The record's whole value is
+  what recall indexes (per-item ``index=[fields]`` cannot narrow it; ``index=False`` excludes the
+  item from ranking). Scores are sovseal's fused scores.
+- **an ``IndexConfig``** (``index={"dims": ..., "embed": ..., "fields": [...]}``): the store embeds
+  the configured fields itself, as ``InMemoryStore`` does, keeps the vectors sealed inside the
+  record (its metadata) and ranks by cosine similarity; ``index=`` per item works field by field.
+
+Filters (``$eq $ne $gt $gte $lt $lte``, nested dicts, exact lists) are evaluated on decrypted
+values in this process. ``supports_ttl`` is False.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import copy
+import os
+from collections.abc import AsyncIterator, Callable, Iterable, Iterator, Sequence
+from contextlib import asynccontextmanager, contextmanager
+from dataclasses import dataclass
+from datetime import UTC, datetime
+from typing import Any
+
+import numpy as np
+from langgraph.store.base import (
+    BaseStore,
+    GetOp,
+    IndexConfig,
+    Item,
+    ListNamespacesOp,
+    MatchCondition,
+    Op,
+    PutOp,
+    Result,
+    SearchItem,
+    SearchOp,
+)
+from langgraph.store.base.embed import ensure_embeddings, get_text_at_path, tokenize_path
+from sovseal import Sovseal
+from sovseal.canonical import canonicalize, loads
+from sovseal.errors import IntegrityError
+
+from langgraph.checkpoint.sovseal._common import (
+    decode_bytes,
+    encode_bytes,
+    ensure_anchor,
+    handle_lock,
+    no_embedding,
+    on_branch,
+    q,
+    uq,
+)
+
+try:
+    from langgraph.store.base import validate_op_namespace
+except ImportError:  # pragma: no cover - older langgraph-checkpoint
+
+    def validate_op_namespace(op: Op) -> None:
+        return None
+
+
+__all__ = ["SovsealStore"]
+
+ROOT = "langgraph/store/"
+#: The most results one recall may return (the SDK's limit); deeper pages of a search by meaning end there.
+MAX_RECALL_K = 1000
+
+
+def item_path(namespace: tuple[str, ...], key: str) -> str:
+    return ROOT + "".join(q(label) + "/" for label in namespace) + "=" + q(key)
+
+
+def prefix_path(namespace_prefix: tuple[str, ...]) -> str:
+    return ROOT + "".join(q(label) + "/" for label in namespace_prefix)
+
+
+def parse_item_path(path: str) -> tuple[tuple[str, ...], str] | None:
+    if not path.startswith(ROOT):
+        return None
+    *labels, last = path[len(ROOT) :].split("/")
+    if not last.startswith("=") or not labels:
+        return None
+    return tuple(uq(label) for label in labels), uq(last[1:])
+
+
+@dataclass(slots=True)
+class _Entry:
+    namespace: tuple[str, ...]
+    key: str
+    value: dict[str, Any]
+    created_at: datetime
+    updated_at: datetime
+    indexed: bool
+    vectors: dict[str, np.ndarray]  # field path -> unit vector (IndexConfig mode)
+    metadata: dict[str, Any]  # what was sealed with the value (to tell an unchanged put)
+
+
+def _now() -> datetime:
+    return datetime.now(UTC)
+
+
+def _encode_vector(vector: Sequence[float]) -> str:
+    return encode_bytes(np.asarray(vector, dtype="<f4").tobytes())
+
+
+def _decode_vector(text: Any, where: str) -> np.ndarray:
+    return np.frombuffer(decode_bytes(text, where), dtype="<f4").astype(np.float32)
+
+
+def _unit(vector: np.ndarray) -> np.ndarray:
+    norm = float(np.linalg.norm(vector))
+    return vector / norm if norm else vector
+
+
+# -- filters: LangGraph's value filters, evaluated on decrypted values ---------------------------
+
+
+def _compare(value: Any, wanted: Any) -> bool:
+    if isinstance(wanted, dict):
+        if any(k.startswith("$") for k in wanted):
+            return all(_operator(value, op, operand) for op, operand in wanted.items())
+        return isinstance(value, dict) and all(_compare(value.get(k), v) for k, v in wanted.items())
+    if isinstance(wanted, (list, tuple)):
+        return (
+            isinstance(value, (list, tuple))
+            and len(value) == len(wanted)
+            and all(_compare(v, w) for v, w in zip(value, wanted, strict=True))
+        )
+    return bool(value == wanted)
+
+
+def _number(value: Any) -> float | None:
+    if isinstance(value, bool) or not isinstance(value, (int, float)):
+        return None
+    return float(value)
+
+
+def _operator(value: Any, op: str, operand: Any) -> bool:
+    if op == "$eq":
+        return bool(value == operand)
+    if op == "$ne":
+        return bool(value != operand)
+    if op not in ("$gt", "$gte", "$lt", "$lte"):
+        raise ValueError(f"Unsupported operator: {op}; use $eq $ne $gt $gte $lt $lte")
+    a, b = _number(value), _number(operand)
+    if a is None or b is None:  # strings compare with strings; anything else does not match
+        if not (isinstance(value, str) and isinstance(operand, str)):
+            return False
+        a, b = value, operand  # type: ignore[assignment]
+    if op == "$gt":
+        return a > b  # type: ignore[operator]
+    if op == "$gte":
+        return a >= b  # type: ignore[operator]
+    if op == "$lt":
+        return a < b  # type: ignore[operator]
+    return a <= b  # type: ignore[operator]
+
+
+def _matches(value: dict[str, Any], filter: dict[str, Any] | None) -> bool:
+    return not filter or all(_compare(value.get(k), v) for k, v in filter.items())
+
+
+def _namespace_matches(condition: MatchCondition, namespace: tuple[str, ...]) -> bool:
+    path = tuple(condition.path)
+    if len(namespace) < len(path):
+        return False
+    pairs = zip(namespace, path, strict=False) if condition.match_type == "prefix" else zip(reversed(namespace), reversed(path), strict=False)
+    if condition.match_type not in ("prefix", "suffix"):
+        raise ValueError(f"Unsupported match type: {condition.match_type}")
+    return all(p == "*" or n == p for n, p in pairs)
+
+
+class SovsealStore(BaseStore):
+    """LangGraph ``BaseStore`` whose items are sealed sovseal memories in a lineage.
+
+    ``SovsealStore(sovseal)`` writes through a ``Sovseal`` handle you own (on its current branch,
+    or ``branch=``); ``SovsealStore.open(path, key=...)`` opens (and closes) one. ``batch`` runs in
+    the caller's thread, ``abatch`` in one worker thread (embedding with the ``IndexConfig``'s
+    async methods first).
+    """
+
+    supports_ttl = False
+
+    def __init__(self, sovseal: Sovseal, *, branch: str | None = None, index: IndexConfig | None = None) -> None:
+        handle = getattr(sovseal, "sync", sovseal)
+        if not isinstance(handle, Sovseal):
+            raise TypeError(f"SovsealStore needs a sovseal.Sovseal handle, got {type(sovseal).__name__}")
+        self._h = handle
+        self._lock = handle_lock(handle)
+        self._owned = False
+        self.index_config: IndexConfig | None = None
+        self.embeddings = None
+        self._fields: list[tuple[str, str | list[str]]] = []
+        if index:
+            self.index_config = dict(index)  # type: ignore[assignment]
+            self.embeddings = ensure_embeddings(index.get("embed"))
+            self._fields = [(p, p if p == "$" else tokenize_path(p)) for p in (index.get("fields") or ["$"])]
+        with self._lock:
+            self.branch = branch or handle.branch
+            if self.branch not in handle.branches():
+                anchor = ensure_anchor(handle)
+                with on_branch(handle, handle.branch):
+                    handle.fork(anchor, branch=self.branch)
+        self._items: dict[str, _Entry] = {}
+        self._head: str | None | bool = False  # False: nothing loaded yet
+
+    @classmethod
+    @contextmanager
+    def open(
+        cls,
+        path: str | os.PathLike[str] | None = None,
+        *,
+        key: bytes | str | None = None,
+        embedder: Callable[[Sequence[str]], Any] | None = None,
+        branch: str | None = None,
+        index: IndexConfig | None = None,
+        **sovseal_kwargs: Any,
+    ) -> Iterator[SovsealStore]:
+        """Open the store at ``path`` (its own handle, closed on exit). Without ``embedder`` the
+        on-device model embeds for recall; with an ``IndexConfig`` nothing else is embedded."""
+        if embedder is None and index:
+            embedder = no_embedding
+        handle = Sovseal(path, key=key, embedder=embedder, **sovseal_kwargs)
+        try:
+            store = cls(handle, branch=branch, index=index)
+            store._owned = True
+        except BaseException:
+            handle.close()
+            raise
+        try:
+            yield store
+        finally:
+            store.close()
+
+    @classmethod
+    @asynccontextmanager
+    async def aopen(cls, path: str | os.PathLike[str] | None = None, **kwargs: Any) -> AsyncIterator[SovsealStore]:
+        """``open`` for async code: opening and closing run in a worker thread."""
+        manager = cls.open(path, **kwargs)
+        store = await asyncio.to_thread(manager.__enter__)
+        try:
+            yield store
+        finally:
+            await asyncio.to_thread(manager.__exit__, None, None, None)
+
+    @property
+    def sovseal(self) -> Sovseal:
+        return self._h
+
+    def close(self) -> None:
+        if self._owned:
+            self._h.close()
+
+    # -- the item cache (decrypted values, in memory only), rebuilt when the branch moves ---------
+
+    def _fresh(self) -> None:
+        with on_branch(self._h, self.branch):
+            head = self._h.snapshot()
+            if head == self._head:
+                return
+            items: dict[str, _Entry] = {}
+            for path in self._h.state():
+                if parse_item_path(path) is None:
+                    continue
+                memory = self._h.get(path)
+                if memory is not None:
+                    items[path] = self._entry(path, memory)
+        self._items, self._head = items, head
+
+    def _entry(self, path: str, memory: Any) -> _Entry:
+        parsed = parse_item_path(path)
+        meta = memory.metadata
+        assert parsed is not None
+        if (
+            not isinstance(meta, dict)
+            or meta.get("langgraph") != "store"
+            or tuple(meta.get("namespace") or ()) != parsed[0]
+            or meta.get("key") != parsed[1]
+            or not isinstance(memory.payload, dict)
+        ):
+            raise IntegrityError(f"the store record {path} does not match its path; run verify()")
+        updated = memory.created_at
+        if memory.last_reinforced is not None and memory.last_reinforced > updated:
+            updated = memory.last_reinforced
+        vectors = {
+            field: _unit(_decode_vector(text, f"vector {field!r} of {path}")) for field, text in (meta.get("vectors") or {}).items()
+        }
+        return _Entry(
+            namespace=parsed[0],
+            key=parsed[1],
+            value=memory.payload,
+            created_at=datetime.fromisoformat(meta["created_at"]),
+            updated_at=updated,
+            indexed=bool(meta.get("indexed")),
+            vectors=vectors,
+            metadata=meta,
+        )
+
+    # -- batch -----------------------------------------------------------------------------------
+
+    def batch(self, ops: Iterable[Op]) -> list[Result]:
+        ops = list(ops)
+        for op in ops:
+            validate_op_namespace(op)
+        texts, queries = self._to_embed(ops)
+        documents = self.embeddings.embed_documents(texts) if texts and self.embeddings else []
+        query_vectors = {text: self.embeddings.embed_query(text) for text in queries} if self.embeddings else {}
+        return self._execute(ops, texts, documents, query_vectors)
+
+    async def abatch(self, ops: Iterable[Op]) -> list[Result]:
+        ops = list(ops)
+        for op in ops:
+            validate_op_namespace(op)
+        texts, queries = self._to_embed(ops)
+        documents: list[list[float]] = []
+        query_vectors: dict[str, list[float]] = {}
+        if self.embeddings is not None:
+            if texts:
+                documents = await self.embeddings.aembed_documents(texts)
+            if queries:
+                found = await asyncio.gather(*(self.embeddings.aembed_query(text) for text in queries))
+                query_vectors = dict(zip(queries, found, strict=True))
+        return await asyncio.to_thread(self._execute, ops, texts, documents, query_vectors)
+
+    def _field_texts(self, op: PutOp) -> list[tuple[str, str]]:
+        """(field path, text) pairs an item is embedded from in IndexConfig mode."""
+        if self.embeddings is None or op.value is None or op.index is False:
+            return []
+        fields = self._fields if op.index is None else [(p, p if p == "$" else tokenize_path(p)) for p in op.index]
+        out: list[tuple[str, str]] = []
+        for name, tokens in fields:
+            texts = get_text_at_path(op.value, tokens)
+            if len(texts) > 1:
+                out.extend((f"{name}.{i}", text) for i, text in enumerate(texts))
+            elif texts:
+                out.append((name, texts[0]))
+        return out
+
+    def _to_embed(self, ops: list[Op]) -> tuple[list[str], list[str]]:
+        if self.embeddings is None:
+            return [], []
+        puts = self._dedupe(ops)
+        texts = [text for op in puts.values() for _, text in self._field_texts(op)]
+        queries = sorted({op.query for op in ops if isinstance(op, SearchOp) and op.query})
+        return texts, queries
+
+    @staticmethod
+    def _dedupe(ops: list[Op]) -> dict[tuple[tuple[str, ...], str], PutOp]:
+        puts: dict[tuple[tuple[str, ...], str], PutOp] = {}
+        for op in ops:
+            if isinstance(op, PutOp):
+                puts[(tuple(op.namespace), op.key)] = op
+        return puts
+
+    def _execute(
+        self, ops: list[Op], texts: list[str], documents: Sequence[Sequence[float]], query_vectors: dict[str, Sequence[float]]
+    ) -> list[Result]:
+        """Reads see the state before the batch's writes; writes apply last, the last put per item winning
+        (``InMemoryStore``'s order)."""
+        if len(documents) != len(texts):
+            raise ValueError(f"the embedder returned {len(documents)} vectors for {len(texts)} texts")
+        with self._lock:
+            self._fresh()
+            results: list[Result] = []
+            for op in ops:
+                if isinstance(op, GetOp):
+                    entry = self._items.get(item_path(tuple(op.namespace), op.key))
+                    results.append(self._item(entry) if entry else None)
+                elif isinstance(op, SearchOp):
+                    results.append(self._search(op, query_vectors))
+                elif isinstance(op, ListNamespacesOp):
+                    results.append(self._list_namespaces(op))
+                elif isinstance(op, PutOp):
+                    results.append(None)
+                else:
+                    raise ValueError(f"Unknown operation type: {type(op)}")
+            vectors = iter(documents)
+            for (namespace, key), op in self._dedupe(ops).items():
+                embedded = {name: next(vectors) for name, _ in self._field_texts(op)}
+                self._apply(namespace, key, op, embedded)
+            return results
+
+    def _apply(self, namespace: tuple[str, ...], key: str, op: PutOp, embedded: dict[str, Sequence[float]]) -> None:
+        path = item_path(namespace, key)
+        h = self._h
+        with on_branch(h, self.branch):
+            if op.value is None:
+                result = h.delete(path)
+                if result is not None:
+                    self._head = result.snapshot_id
+                self._items.pop(path, None)
+                return
+            existing = self._items.get(path)
+            created = existing.created_at if existing else _now()
+            indexed = op.index is not False and (self.embeddings is None or bool(embedded))
+            metadata: dict[str, Any] = {
+                "langgraph": "store",
+                "namespace": list(namespace),
+                "key": key,
+                "created_at": created.isoformat(),
+                "indexed": indexed,
+            }
+            if op.index is not None and op.index is not False:
+                metadata["index"] = list(op.index)
+            if embedded:
+                metadata["vectors"] = {name: _encode_vector(v) for name, v in embedded.items()}
+            value = dict(op.value)
+            result = h.store(path, value, metadata=metadata, type="semantic", provenance="explicit")
+        if not result.reinforced:
+            self._head = result.snapshot_id
+        self._items[path] = _Entry(
+            namespace=namespace,
+            key=key,
+            value=loads(canonicalize(value)),  # what was sealed, as a reader gets it back
+            created_at=created,
+            updated_at=_now(),
+            indexed=indexed,
+            vectors={name: _unit(np.asarray(v, dtype=np.float32)) for name, v in embedded.items()},
+            metadata=metadata,
+        )
+
+    # -- reads -----------------------------------------------------------------------------------
+
+    @staticmethod
+    def _item(entry: _Entry, score: float | None = None, *, search: bool = False) -> Item:
+        kwargs = dict(
+            value=copy.deepcopy(entry.value),
+            key=entry.key,
+            namespace=entry.namespace,
+            created_at=entry.created_at,
+            updated_at=entry.updated_at,
+        )
+        return SearchItem(**kwargs, score=score) if search else Item(**kwargs)
+
+    def _search(self, op: SearchOp, query_vectors: dict[str, Sequence[float]]) -> list[SearchItem]:
+        prefix = tuple(op.namespace_prefix)
+        candidates = {
+            path: entry
+            for path, entry in self._items.items()
+            if entry.namespace[: len(prefix)] == prefix and _matches(entry.value, op.filter)
+        }
+        if not candidates:
+            return []
+        if not op.query:
+            ordered = sorted(candidates.values(), key=lambda e: (e.updated_at, e.namespace, e.key), reverse=True)
+            return [self._item(e, search=True) for e in ordered[op.offset : op.offset + op.limit]]
+        if self.embeddings is not None:
+            ranked = self._rank_by_vectors(candidates, query_vectors[op.query])
+        else:
+            ranked = self._rank_by_recall(op, prefix, candidates)
+        page = [self._item(candidates[path], score, search=True) for path, score in ranked[op.offset : op.offset + op.limit]]
+        if len(page) < op.limit:  # as InMemoryStore: fill with the items that are not indexed, unscored
+            scored = {path for path, _ in ranked}
+            rest = sorted(
+                (e for p, e in candidates.items() if p not in scored and not (e.indexed if self.embeddings is None else e.vectors)),
+                key=lambda e: (e.updated_at, e.namespace, e.key),
+                reverse=True,
+            )
+            page.extend(self._item(e, None, search=True) for e in rest[: op.limit - len(page)])
+        return page
+
+    def _rank_by_vectors(self, candidates: dict[str, _Entry], query: Sequence[float]) -> list[tuple[str, float]]:
+        q_vec = _unit(np.asarray(query, dtype=np.float32))
+        scored = [
+            (path, max(float(np.dot(v, q_vec)) for v in entry.vectors.values()))
+            for path, entry in candidates.items()
+            if entry.vectors
+        ]
+        scored.sort(key=lambda item: (-item[1], item[0]))
+        return scored
+
+    def _rank_by_recall(self, op: SearchOp, prefix: tuple[str, ...], candidates: dict[str, _Entry]) -> list[tuple[str, float]]:
+        allowed = {path for path, entry in candidates.items() if entry.indexed}
+        if not allowed:
+            return []
+        want = op.offset + op.limit
+        k = min(MAX_RECALL_K, max(2 * want, 10))
+        flt = {"path_prefix": prefix_path(prefix), "metadata": {"langgraph": "store", "indexed": True}}
+        while True:
+            memories = self._h.recall(op.query, k=k, filter=flt, branch=self.branch)  # type: ignore[arg-type]
+            ranked = [(m.path, float(m.score or 0.0)) for m in memories if m.path in allowed]
+            if len(ranked) >= want or len(memories) < k or k >= MAX_RECALL_K:
+                return ranked
+            k = min(MAX_RECALL_K, 4 * k)
+
+    def _list_namespaces(self, op: ListNamespacesOp) -> list[tuple[str, ...]]:
+        namespaces = {entry.namespace for entry in self._items.values()}
+        if op.match_conditions:
+            namespaces = {ns for ns in namespaces if all(_namespace_matches(c, ns) for c in op.match_conditions)}
+        if op.max_depth is not None:
+            namespaces = {ns[: op.max_depth] for ns in namespaces}
+        return sorted(namespaces)[op.offset : op.offset + op.limit]
+

@@ -1,0 +1,3 @@
+from llama_index.embeddings.sovseal.base import SovsealEmbedding
+
+__all__ = ["SovsealEmbedding"]

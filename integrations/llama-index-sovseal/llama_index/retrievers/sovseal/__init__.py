@@ -1,0 +1,3 @@
+from llama_index.retrievers.sovseal.base import SovsealRetriever
+
+__all__ = ["SovsealRetriever"]

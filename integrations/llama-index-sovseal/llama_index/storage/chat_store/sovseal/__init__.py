@@ -1,0 +1,3 @@
+from llama_index.storage.chat_store.sovseal.base import SovsealChatStore, SovsealLegacyChatStore
+
+__all__ = ["SovsealChatStore", "SovsealLegacyChatStore"]

@@ -1,0 +1,309 @@
+"""Chat stores on sovseal: every chat message is one sealed, lineage-tracked record.
+
+- ``SovsealChatStore(AsyncDBChatStore)`` is the store ``llama_index.core.memory.Memory`` takes
+  (``Memory.from_defaults(session_id=..., chat_store=SovsealChatStore(...))``): ACTIVE and ARCHIVED
+  messages, limits and offsets, deleting and archiving the oldest.
+- ``SovsealLegacyChatStore(BaseChatStore)`` is the same data behind the older interface that
+  ``ChatMemoryBuffer`` takes.
+
+A message of chat ``key`` lives at ``{prefix}{quote(key)}/{seq:012d}``: the payload is the
+``ChatMessage`` as JSON, the record metadata ``{"chat_key", "seq", "status", "role"}`` (sealed like
+the rest), the memory type ``episodic``. ``seq`` counts the key's messages from 0 and is the "id" of
+:meth:`SovsealChatStore.delete_message`. Archiving stores the record again with status
+``archived``: a new snapshot, so the lineage shows when each message left the active window.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import os
+import threading
+from typing import TYPE_CHECKING, Any, Self
+from urllib.parse import quote
+
+from llama_index.core.base.llms.types import ChatMessage
+from llama_index.core.bridge.pydantic import Field, PrivateAttr
+from llama_index.core.storage.chat_store.base import BaseChatStore
+from llama_index.core.storage.chat_store.base_db import AsyncDBChatStore, MessageStatus
+from llama_index.vector_stores.sovseal import _sdk
+from llama_index.vector_stores.sovseal.filters import plan
+
+if TYPE_CHECKING:
+    from sovseal import Sovseal
+    from sovseal.models import Memory
+
+DEFAULT_PREFIX = "llamaindex/chat/"
+
+
+class _Chats:
+    """The synchronous core both chat stores share."""
+
+    def __init__(self, client: Sovseal, prefix: str) -> None:
+        self.client = client
+        self.prefix = prefix
+        self.lock = threading.RLock()  # read-modify-write of a key's sequence numbers, in this process
+
+    def _key_prefix(self, key: str) -> str:
+        if not isinstance(key, str) or not key:
+            raise ValueError(f"a chat key is a non-empty string, got {key!r}")
+        return f"{self.prefix}{quote(key, safe='')}/"
+
+    def records(self, key: str, status: MessageStatus | None = None) -> list[Memory]:
+        kp = self._key_prefix(key)
+        where = {"metadata": {"chat_key": key}}
+        if status is not None:
+            where["metadata"]["status"] = MessageStatus(status).value
+        found = _sdk.find(self.client, plan(kp, where), prefix=kp)
+        return sorted(found, key=lambda m: m.metadata["seq"])
+
+    @staticmethod
+    def message(memory: Memory) -> ChatMessage:
+        return ChatMessage.model_validate(memory.payload)
+
+    def messages(
+        self, key: str, status: MessageStatus | None = MessageStatus.ACTIVE, limit: int | None = None, offset: int | None = None
+    ) -> list[ChatMessage]:
+        recs = self.records(key, status)
+        start = offset or 0
+        stop = None if limit is None else start + limit
+        return [self.message(m) for m in recs[start:stop]]
+
+    def count(self, key: str, status: MessageStatus | None = MessageStatus.ACTIVE) -> int:
+        return len(self.records(key, status))
+
+    def _items(self, key: str, first_seq: int, messages: list[ChatMessage], status: MessageStatus) -> list[dict[str, Any]]:
+        kp = self._key_prefix(key)
+        return [
+            {
+                "path": f"{kp}{seq:012d}",
+                "payload": message.model_dump(mode="json"),
+                "metadata": {"chat_key": key, "seq": seq, "status": MessageStatus(status).value, "role": str(message.role.value)},
+                "type": "episodic",
+            }
+            for seq, message in enumerate(messages, first_seq)
+        ]
+
+    def add(self, key: str, messages: list[ChatMessage], status: MessageStatus = MessageStatus.ACTIVE) -> None:
+        if not messages:
+            return
+        with self.lock:
+            recs = self.records(key)
+            first = recs[-1].metadata["seq"] + 1 if recs else 0
+            _sdk.store_many(self.client, self._items(key, first, list(messages), status))
+
+    def set(self, key: str, messages: list[ChatMessage], status: MessageStatus = MessageStatus.ACTIVE) -> None:
+        with self.lock:
+            self.delete(key)
+            _sdk.store_many(self.client, self._items(key, 0, list(messages), status))
+
+    def delete(self, key: str, status: MessageStatus | None = None) -> list[ChatMessage]:
+        with self.lock:
+            recs = self.records(key, status)
+            _sdk.delete_many(self.client, [m.path for m in recs])
+            return [self.message(m) for m in recs]
+
+    def delete_seq(self, key: str, seq: int) -> ChatMessage | None:
+        with self.lock:
+            for m in self.records(key):
+                if m.metadata["seq"] == seq:
+                    self.client.delete(m.path)
+                    return self.message(m)
+            return None
+
+    def delete_position(self, key: str, idx: int) -> ChatMessage | None:
+        with self.lock:
+            recs = self.records(key)
+            if not -len(recs) <= idx < len(recs):
+                return None
+            m = recs[idx]
+            self.client.delete(m.path)
+            return self.message(m)
+
+    def oldest(self, key: str, n: int, *, archive: bool) -> list[ChatMessage]:
+        if n <= 0:
+            return []
+        with self.lock:
+            recs = self.records(key, MessageStatus.ACTIVE)[:n]
+            if archive:
+                _sdk.store_many(
+                    self.client,
+                    [
+                        {
+                            "path": m.path,
+                            "payload": m.payload,
+                            "metadata": {**m.metadata, "status": MessageStatus.ARCHIVED.value},
+                            "type": m.type,
+                        }
+                        for m in recs
+                    ],
+                )
+            else:
+                _sdk.delete_many(self.client, [m.path for m in recs])
+            return [self.message(m) for m in recs]
+
+    def keys(self) -> list[str]:
+        found = _sdk.find(self.client, plan(self.prefix, None), prefix=self.prefix)
+        return sorted({m.metadata["chat_key"] for m in found if "chat_key" in m.metadata})
+
+
+def _open(client: Any, path: Any, key: Any, embedder: Any, client_kwargs: Any) -> tuple[Any, bool]:
+    opened, _, owns = _sdk.open_client(client, path, key, embedder, client_kwargs)
+    return opened, owns
+
+
+class SovsealChatStore(AsyncDBChatStore):
+    """``AsyncDBChatStore`` on sovseal, for ``Memory.from_defaults(chat_store=...)``.
+
+    Args:
+        client: an open ``sovseal.Sovseal`` (shared), else one opened at ``path`` with ``key``.
+        prefix: where the chats live in the store (default ``llamaindex/chat/``).
+        embedder: the embedder of a client opened here (messages are embedded on-device, so
+            sovseal's recall finds them too).
+    """
+
+    prefix: str = Field(default=DEFAULT_PREFIX, description="The path prefix of the chat records.")
+
+    _chats: _Chats = PrivateAttr()
+    _owns_client: bool = PrivateAttr(default=False)
+
+    def __init__(
+        self,
+        client: Sovseal | None = None,
+        *,
+        path: str | os.PathLike[str] | None = None,
+        key: bytes | str | None = None,
+        embedder: Any = None,
+        prefix: str = DEFAULT_PREFIX,
+        client_kwargs: dict[str, Any] | None = None,
+        **kwargs: Any,
+    ) -> None:
+        super().__init__(prefix=prefix, **kwargs)
+        opened, self._owns_client = _open(client, path, key, embedder, client_kwargs)
+        self._chats = _Chats(opened, prefix)
+
+    @classmethod
+    def class_name(cls) -> str:
+        return "SovsealChatStore"
+
+    @property
+    def client(self) -> Sovseal:
+        return self._chats.client
+
+    def close(self) -> None:
+        """Close the sovseal handle if this store opened it."""
+        if self._owns_client:
+            self._chats.client.close()
+
+    def __enter__(self) -> Self:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+    async def get_messages(
+        self,
+        key: str,
+        status: MessageStatus | None = MessageStatus.ACTIVE,
+        limit: int | None = None,
+        offset: int | None = None,
+    ) -> list[ChatMessage]:
+        """The key's messages with ``status`` (None: all), oldest first, after ``offset``, at most ``limit``."""
+        return await asyncio.to_thread(self._chats.messages, key, status, limit, offset)
+
+    async def count_messages(self, key: str, status: MessageStatus | None = MessageStatus.ACTIVE) -> int:
+        return await asyncio.to_thread(self._chats.count, key, status)
+
+    async def add_message(self, key: str, message: ChatMessage, status: MessageStatus = MessageStatus.ACTIVE) -> None:
+        await asyncio.to_thread(self._chats.add, key, [message], status)
+
+    async def add_messages(self, key: str, messages: list[ChatMessage], status: MessageStatus = MessageStatus.ACTIVE) -> None:
+        await asyncio.to_thread(self._chats.add, key, list(messages), status)
+
+    async def set_messages(self, key: str, messages: list[ChatMessage], status: MessageStatus = MessageStatus.ACTIVE) -> None:
+        """Replace every message of the key (whatever its status) with ``messages``."""
+        await asyncio.to_thread(self._chats.set, key, list(messages), status)
+
+    async def delete_message(self, key: str, idx: int) -> ChatMessage | None:
+        """Delete the message whose sequence number is ``idx`` and return it (None if there is none)."""
+        return await asyncio.to_thread(self._chats.delete_seq, key, idx)
+
+    async def delete_messages(self, key: str, status: MessageStatus | None = None) -> None:
+        await asyncio.to_thread(self._chats.delete, key, status)
+
+    async def delete_oldest_messages(self, key: str, n: int) -> list[ChatMessage]:
+        return await asyncio.to_thread(self._chats.oldest, key, n, archive=False)
+
+    async def archive_oldest_messages(self, key: str, n: int) -> list[ChatMessage]:
+        return await asyncio.to_thread(self._chats.oldest, key, n, archive=True)
+
+    async def get_keys(self) -> list[str]:
+        return await asyncio.to_thread(self._chats.keys)
+
+
+class SovsealLegacyChatStore(BaseChatStore):
+    """The older ``BaseChatStore`` interface (``ChatMemoryBuffer.from_defaults(chat_store=...)``) on
+    the same records as :class:`SovsealChatStore`: a key's messages are all of its messages, in order,
+    and ``idx`` is a position in that list."""
+
+    prefix: str = Field(default=DEFAULT_PREFIX, description="The path prefix of the chat records.")
+
+    _chats: _Chats = PrivateAttr()
+    _owns_client: bool = PrivateAttr(default=False)
+
+    def __init__(
+        self,
+        client: Sovseal | None = None,
+        *,
+        path: str | os.PathLike[str] | None = None,
+        key: bytes | str | None = None,
+        embedder: Any = None,
+        prefix: str = DEFAULT_PREFIX,
+        client_kwargs: dict[str, Any] | None = None,
+        **kwargs: Any,
+    ) -> None:
+        super().__init__(prefix=prefix, **kwargs)
+        opened, self._owns_client = _open(client, path, key, embedder, client_kwargs)
+        self._chats = _Chats(opened, prefix)
+
+    @classmethod
+    def class_name(cls) -> str:
+        return "SovsealLegacyChatStore"
+
+    @property
+    def client(self) -> Sovseal:
+        return self._chats.client
+
+    def close(self) -> None:
+        """Close the sovseal handle if this store opened it."""
+        if self._owns_client:
+            self._chats.client.close()
+
+    def __enter__(self) -> Self:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+    def set_messages(self, key: str, messages: list[ChatMessage]) -> None:
+        self._chats.set(key, list(messages))
+
+    def get_messages(self, key: str) -> list[ChatMessage]:
+        return self._chats.messages(key, None)
+
+    def add_message(self, key: str, message: ChatMessage) -> None:
+        self._chats.add(key, [message])
+
+    def delete_messages(self, key: str) -> list[ChatMessage] | None:
+        deleted = self._chats.delete(key)
+        return deleted or None
+
+    def delete_message(self, key: str, idx: int) -> ChatMessage | None:
+        if idx < 0:
+            return None
+        return self._chats.delete_position(key, idx)
+
+    def delete_last_message(self, key: str) -> ChatMessage | None:
+        return self._chats.delete_position(key, -1)
+
+    def get_keys(self) -> list[str]:
+        return self._chats.keys()

@@ -1,0 +1,190 @@
+"""The few things every sovseal LlamaIndex component does with the SDK, in one place.
+
+Only public ``Sovseal`` methods are used. Where a capability is still missing from the SDK the
+newer method is used when the installed sovseal has it and a slower path built on the existing
+public methods is used otherwise (each is marked *SDK* below, with what it waits for):
+
+- ``find``: every memory visible at HEAD matching a filter, without a query. Until the SDK has
+  ``Sovseal.find``, ``state()`` lists the paths and ``get(path)`` opens the ones under the prefix.
+- ``store_many`` / ``delete_many``: batched writes. Until then, one ``store`` / ``delete`` each.
+- ``recall_by_vector``: dense search by a vector (``Memory.score`` = cosine). Until then, searches
+  that have the query text use ``recall`` and the rest raise ``NotImplementedError``.
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Callable, Iterable, Mapping, Sequence
+from typing import TYPE_CHECKING, Any
+
+import numpy as np
+
+from .filters import Plan, matches_sdk
+
+if TYPE_CHECKING:
+    from sovseal import Sovseal
+    from sovseal.models import Memory
+
+#: The most memories one sovseal recall returns (``sovseal.client.MAX_RECALL_K``).
+try:
+    from sovseal.client import MAX_RECALL_K
+except ImportError:  # pragma: no cover - older sovseal
+    MAX_RECALL_K = 1000
+
+
+class _LlamaEmbedder:
+    """Any LlamaIndex ``BaseEmbedding`` as a sovseal ``embed(texts) -> vectors`` callable."""
+
+    def __init__(self, model: Any) -> None:
+        self.model = model
+
+    def __call__(self, texts: Sequence[str]) -> np.ndarray:
+        return self.embed_documents(texts)
+
+    def embed_documents(self, texts: Sequence[str]) -> np.ndarray:
+        return np.asarray(self.model.get_text_embedding_batch(list(texts)), dtype=np.float32)
+
+    def embed_query(self, text: str) -> np.ndarray:
+        return np.asarray(self.model.get_query_embedding(text), dtype=np.float32)
+
+
+def embed_fn(embedder: Any) -> Any:
+    """The ``embed(texts) -> vectors`` callable behind ``embedder``.
+
+    A ``SovsealEmbedding`` gives its sovseal embedder (one model shared); another LlamaIndex
+    ``BaseEmbedding`` is wrapped (its texts go wherever that model sends them); a sovseal
+    ``Embedder`` or any callable is used as is.
+    """
+    from llama_index.core.base.embeddings.base import BaseEmbedding
+
+    inner = getattr(embedder, "embedder", None)
+    if isinstance(embedder, BaseEmbedding):
+        return inner if inner is not None else _LlamaEmbedder(embedder)
+    if not callable(embedder):
+        raise TypeError(
+            f"embedder must be a SovsealEmbedding, a LlamaIndex BaseEmbedding or embed(texts) -> vectors; got {type(embedder).__name__}"
+        )
+    return embedder
+
+
+def open_client(
+    client: Sovseal | None,
+    path: str | os.PathLike[str] | None,
+    key: bytes | str | None,
+    embedder: Any,
+    client_kwargs: Mapping[str, Any] | None = None,
+) -> tuple[Sovseal, Any, bool]:
+    """(client, the embedder its vectors come from, whether we opened the client and must close it)."""
+    from sovseal import Sovseal
+
+    fn = embed_fn(embedder) if embedder is not None else None
+    if client is not None:
+        if path is not None or key is not None or client_kwargs:
+            raise ValueError("pass either client= or path=/key=/client_kwargs=, not both")
+        if fn is None:
+            fn = getattr(client, "embedder", None)  # SDK: a public Sovseal.embedder, when it exists
+        return client, fn, False
+    if fn is None:
+        from sovseal.embed import Embedder
+
+        fn = Embedder()
+    return Sovseal(path, key=key, embedder=fn, **dict(client_kwargs or {})), fn, True
+
+
+class Queries:
+    """Query embedding with the same model the store's vectors come from."""
+
+    def __init__(self, embedder: Any) -> None:
+        self._embedder = embedder
+
+    @property
+    def embedder(self) -> Any:
+        if self._embedder is None:
+            # The client came without an embedder: sovseal's default is this model, so its vectors match.
+            from sovseal.embed import Embedder
+
+            self._embedder = Embedder()
+        return self._embedder
+
+    def query(self, text: str) -> np.ndarray:
+        fn = getattr(self.embedder, "embed_query", None)
+        vector = np.asarray(fn(text) if callable(fn) else self.documents([text])[0], dtype=np.float32)
+        return _unit(vector)
+
+    def documents(self, texts: Sequence[str]) -> np.ndarray:
+        fn = getattr(self.embedder, "embed_documents", self.embedder)
+        return np.asarray(fn(list(texts)), dtype=np.float32)
+
+
+def _unit(v: np.ndarray) -> np.ndarray:
+    norm = float(np.linalg.norm(v))
+    return v / norm if norm else v
+
+
+# -- reads ---------------------------------------------------------------------------------------
+
+
+def find(client: Sovseal, plan: Plan, *, prefix: str) -> list[Memory]:
+    """Every memory visible at HEAD under ``prefix`` that matches ``plan``, in path order."""
+    finder = getattr(client, "find", None)
+    if callable(finder):  # SDK: Sovseal.find(filter=None, *, branch=None, limit=None) -> list[Memory]
+        found = list(finder(plan.sdk))
+    else:
+        paths = [p for p in sorted(client.state()) if p.startswith(prefix)]
+        found = [m for m in (client.get(p) for p in paths) if m is not None and matches_sdk(plan.sdk, m)]
+    if plan.post is not None:
+        found = [m for m in found if plan.post(m.metadata)]
+    return sorted(found, key=lambda m: m.path)
+
+
+def search(run: Callable[[int, dict[str, Any]], list[Memory]], k: int, plan: Plan) -> list[Memory]:
+    """``run(k, filter)``, fetching more while a Python-side filter leaves fewer than ``k``."""
+    k = max(1, min(int(k), MAX_RECALL_K))
+    if plan.post is None:
+        return run(k, plan.sdk)
+    want = min(max(4 * k, 20), MAX_RECALL_K)
+    while True:
+        got = run(want, plan.sdk)
+        kept = [m for m in got if plan.post(m.metadata)]
+        if len(kept) >= k or len(got) < want or want >= MAX_RECALL_K:
+            return kept[:k]
+        want = min(want * 4, MAX_RECALL_K)
+
+
+def has_recall_by_vector(client: Sovseal) -> bool:
+    return callable(getattr(client, "recall_by_vector", None))
+
+
+# -- writes --------------------------------------------------------------------------------------
+
+
+def store_many(client: Sovseal, items: Iterable[Mapping[str, Any]]) -> None:
+    """Store each ``{"path", "payload", "metadata", "type"}``. SDK: one batched, atomic ``store_many``."""
+    items = list(items)
+    if not items:
+        return
+    batched = getattr(client, "store_many", None)
+    if callable(batched):
+        batched(items)
+        return
+    for item in items:
+        client.store(
+            item["path"],
+            item["payload"],
+            metadata=item.get("metadata"),
+            type=item.get("type", "semantic"),
+            provenance=item.get("provenance", "explicit"),
+        )
+
+
+def delete_many(client: Sovseal, paths: Iterable[str]) -> None:
+    """Delete each path (a tombstone each). SDK: one batched ``delete_many``."""
+    paths = list(paths)
+    if not paths:
+        return
+    batched = getattr(client, "delete_many", None)
+    if callable(batched):
+        batched(paths)
+        return
+    for path in paths:
+        client.delete(path)

@@ -1,0 +1,345 @@
+"""``SovsealVectorStore``: a LlamaIndex vector store whose nodes are sealed sovseal records.
+
+Each node is one record: the node id is the path ``{path_prefix}{node_id}``, the node's text is the
+payload, and its metadata plus LlamaIndex's node fields (``_node_content`` without the text,
+``_node_type``, ``ref_doc_id``/``doc_id``/``document_id``) are the record's metadata, so metadata
+filters run inside sovseal. Everything is encrypted on disk, appended to the lineage and replicated
+like any other memory; re-adding a node id stores a new snapshot on the same path.
+
+sovseal embeds every record itself, on-device, with the store's embedder: the ``embedding`` LlamaIndex
+puts on a node is not used (see the docs for why, and use ``SovsealEmbedding`` as ``embed_model`` so
+no text leaves the machine). Queries therefore need the query *text*; ``is_embedding_query`` is False
+so LlamaIndex does not embed queries for nothing.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import os
+from collections.abc import Sequence
+from typing import TYPE_CHECKING, Any, Self
+
+import numpy as np
+from llama_index.core.bridge.pydantic import Field, PrivateAttr
+from llama_index.core.schema import BaseNode, MetadataMode, TextNode
+from llama_index.core.vector_stores.types import (
+    BasePydanticVectorStore,
+    MetadataFilters,
+    VectorStoreQuery,
+    VectorStoreQueryMode,
+    VectorStoreQueryResult,
+)
+from llama_index.core.vector_stores.utils import metadata_dict_to_node, node_to_metadata_dict
+
+from . import _sdk
+from .filters import Plan, plan
+
+if TYPE_CHECKING:
+    from sovseal import Sovseal
+    from sovseal.models import LogEntry, Memory, VerifyReport
+
+#: Modes answered by sovseal's recall (hybrid dense + keyword, lineage context, decay, reinforcement).
+_RECALL_MODES = (VectorStoreQueryMode.DEFAULT, VectorStoreQueryMode.HYBRID, VectorStoreQueryMode.SEMANTIC_HYBRID)
+DEFAULT_MMR_PREFETCH = 4
+
+
+def node_from_memory(memory: Memory) -> BaseNode:
+    """The LlamaIndex node a sovseal memory holds: the stored node for records the vector store
+    wrote, else a ``TextNode`` whose id is the path and whose metadata is the memory's metadata."""
+    payload = memory.payload
+    if isinstance(payload, str):
+        text = payload
+    else:
+        import json
+
+        text = json.dumps(payload, ensure_ascii=False, sort_keys=True)
+    if "_node_content" in memory.metadata:
+        return metadata_dict_to_node(dict(memory.metadata), text=text)
+    return TextNode(id_=memory.path, text=text, metadata=dict(memory.metadata))
+
+
+class SovsealVectorStore(BasePydanticVectorStore):
+    """A LlamaIndex vector store on sovseal: encrypted at rest, lineage-tracked, local-first.
+
+    Args:
+        client: an open ``sovseal.Sovseal`` to share (with a chat store, a retriever, the MCP
+            server...). Otherwise one is opened at ``path`` with ``key`` (and ``client_kwargs``,
+            e.g. ``endpoint=``/``api_key=`` for replication) and closed by :meth:`close`.
+        embedder: what the store's vectors come from, used for query and MMR embeddings: a
+            ``SovsealEmbedding``, a ``sovseal.embed.Embedder``, another LlamaIndex embedding, or
+            any ``embed(texts) -> vectors`` callable. With ``client=``, pass the embedder that client
+            was opened with (default: sovseal's on-device model, which is also the default here).
+        collection: nodes live under the path prefix ``llamaindex/{collection}/``; collections in
+            one sovseal store never see each other's nodes.
+        memory_type: the sovseal memory type of the records (sets recall's decay half-life).
+    """
+
+    stores_text: bool = True
+    is_embedding_query: bool = False
+    flat_metadata: bool = False
+    collection: str = Field(default="default", description="Nodes live under llamaindex/{collection}/.")
+    path_prefix: str = Field(default="", description="The path prefix of this collection's records.")
+    memory_type: str = Field(default="semantic", description="episodic | semantic | procedural")
+    mmr_prefetch_factor: int = Field(default=DEFAULT_MMR_PREFETCH, ge=1, description="MMR candidates per result.")
+
+    _client: Any = PrivateAttr()
+    _queries: Any = PrivateAttr()
+    _owns_client: bool = PrivateAttr(default=False)
+
+    def __init__(
+        self,
+        client: Sovseal | None = None,
+        *,
+        path: str | os.PathLike[str] | None = None,
+        key: bytes | str | None = None,
+        embedder: Any = None,
+        collection: str = "default",
+        path_prefix: str | None = None,
+        memory_type: str = "semantic",
+        client_kwargs: dict[str, Any] | None = None,
+        **kwargs: Any,
+    ) -> None:
+        if not isinstance(collection, str) or not collection:
+            raise ValueError("collection must be a non-empty string")
+        if memory_type not in ("episodic", "semantic", "procedural"):
+            raise ValueError(f"memory_type must be episodic, semantic or procedural; got {memory_type!r}")
+        prefix = path_prefix if path_prefix is not None else f"llamaindex/{collection}/"
+        super().__init__(collection=collection, path_prefix=prefix, memory_type=memory_type, **kwargs)
+        self._client, fn, self._owns_client = _sdk.open_client(client, path, key, embedder, client_kwargs)
+        self._queries = _sdk.Queries(fn)
+
+    @classmethod
+    def class_name(cls) -> str:
+        return "SovsealVectorStore"
+
+    @property
+    def client(self) -> Sovseal:
+        """The ``sovseal.Sovseal`` handle behind the store."""
+        return self._client
+
+    def close(self) -> None:
+        """Close the sovseal handle if this store opened it."""
+        if self._owns_client:
+            self._client.close()
+
+    def __enter__(self) -> Self:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+    # -- mapping -------------------------------------------------------------------------------
+
+    def _path(self, node_id: str) -> str:
+        return f"{self.path_prefix}{node_id}"
+
+    def _item(self, node: BaseNode) -> dict[str, Any]:
+        metadata = node_to_metadata_dict(node, remove_text=True, flat_metadata=self.flat_metadata)
+        return {
+            "path": self._path(node.node_id),
+            "payload": node.get_content(metadata_mode=MetadataMode.NONE),
+            "metadata": metadata,
+            "type": self.memory_type,
+        }
+
+    def _plan(
+        self,
+        filters: MetadataFilters | dict[str, Any] | None = None,
+        node_ids: Sequence[str] | None = None,
+        doc_ids: Sequence[str] | None = None,
+    ) -> Plan:
+        paths = None if node_ids is None else [self._path(i) for i in node_ids]
+        return plan(self.path_prefix, filters, paths=paths, doc_ids=None if doc_ids is None else list(doc_ids))
+
+    def _find(self, p: Plan) -> list[Memory]:
+        return _sdk.find(self._client, p, prefix=self.path_prefix)
+
+    # -- writes --------------------------------------------------------------------------------
+
+    def add(self, nodes: Sequence[BaseNode], **add_kwargs: Any) -> list[str]:
+        """Store each node as a sealed record (durable when this returns); returns the node ids."""
+        items = [self._item(node) for node in nodes]  # every node is serialised before anything is written
+        _sdk.store_many(self._client, items)
+        return [node.node_id for node in nodes]
+
+    async def async_add(self, nodes: Sequence[BaseNode], **kwargs: Any) -> list[str]:
+        return await asyncio.to_thread(self.add, nodes, **kwargs)
+
+    def delete(self, ref_doc_id: str, **delete_kwargs: Any) -> None:
+        """Delete every node of the source document ``ref_doc_id`` (tombstones; history stays)."""
+        found = self._find(self._plan(doc_ids=[ref_doc_id]))
+        _sdk.delete_many(self._client, [m.path for m in found])
+
+    async def adelete(self, ref_doc_id: str, **delete_kwargs: Any) -> None:
+        await asyncio.to_thread(self.delete, ref_doc_id, **delete_kwargs)
+
+    def delete_nodes(
+        self,
+        node_ids: list[str] | None = None,
+        filters: MetadataFilters | None = None,
+        **delete_kwargs: Any,
+    ) -> None:
+        """Delete the nodes with these ids and/or matching these filters (both: both must hold)."""
+        if node_ids is None and filters is None:
+            raise ValueError("delete_nodes needs node_ids or filters; clear() deletes every node of the collection")
+        if node_ids is not None and not node_ids:
+            return
+        found = self._find(self._plan(filters, node_ids=node_ids))
+        _sdk.delete_many(self._client, [m.path for m in found])
+
+    async def adelete_nodes(
+        self,
+        node_ids: list[str] | None = None,
+        filters: MetadataFilters | None = None,
+        **delete_kwargs: Any,
+    ) -> None:
+        await asyncio.to_thread(self.delete_nodes, node_ids, filters, **delete_kwargs)
+
+    def clear(self) -> None:
+        """Delete every node of this collection (the lineage keeps them: ``rollback`` brings them back)."""
+        _sdk.delete_many(self._client, [m.path for m in self._find(self._plan())])
+
+    async def aclear(self) -> None:
+        await asyncio.to_thread(self.clear)
+
+    # -- reads ---------------------------------------------------------------------------------
+
+    def get_nodes(
+        self,
+        node_ids: list[str] | None = None,
+        filters: MetadataFilters | None = None,
+    ) -> list[BaseNode]:
+        """The nodes with these ids (in that order) and/or matching these filters (else all, by id)."""
+        if node_ids is not None and not node_ids:
+            return []
+        found = self._find(self._plan(filters, node_ids=node_ids))
+        nodes = [node_from_memory(m) for m in found]
+        if node_ids is not None:
+            rank = {node_id: i for i, node_id in enumerate(node_ids)}
+            nodes.sort(key=lambda n: rank.get(n.node_id, len(rank)))
+        return nodes
+
+    async def aget_nodes(
+        self,
+        node_ids: list[str] | None = None,
+        filters: MetadataFilters | None = None,
+    ) -> list[BaseNode]:
+        return await asyncio.to_thread(self.get_nodes, node_ids, filters)
+
+    def query(self, query: VectorStoreQuery, **kwargs: Any) -> VectorStoreQueryResult:
+        """Search the collection.
+
+        - ``DEFAULT``, ``HYBRID`` (and ``SEMANTIC_HYBRID``) with a query text: sovseal's recall,
+          dense and keyword fused, with lineage context, decay and reinforcement. ``alpha`` is not
+          applied yet (sovseal's recall takes no per-call weights).
+        - ``MMR``: dense candidates re-ranked for diversity (``mmr_threshold``, default 0.5).
+        - A query with only ``query_embedding``: dense search by that vector (needs
+          ``Sovseal.recall_by_vector``); it must come from the store's embedder.
+
+        Filters, ``doc_ids`` and ``node_ids`` are applied exactly. Scores are sovseal's recall
+        scores (higher is better), cosine similarities for dense and MMR searches.
+        """
+        mode = VectorStoreQueryMode(query.mode)
+        # VectorStoreIndex passes node_ids=[] for stores that keep the text: empty means "no restriction".
+        p = self._plan(query.filters, node_ids=query.node_ids or None, doc_ids=query.doc_ids or None)
+        k = query.similarity_top_k
+        if mode == VectorStoreQueryMode.HYBRID and query.hybrid_top_k:
+            k = query.hybrid_top_k
+        if mode == VectorStoreQueryMode.MMR:
+            threshold = query.mmr_threshold if query.mmr_threshold is not None else kwargs.get("mmr_threshold")
+            found = self._mmr(query, k, p, threshold)
+        elif mode in _RECALL_MODES and query.query_str:
+            text = query.query_str
+            found = _sdk.search(lambda n, f: self._client.recall(text, k=n, filter=f), k, p)
+        elif mode in _RECALL_MODES and query.query_embedding is not None:
+            found = self._dense(np.asarray(query.query_embedding, dtype=np.float32), k, p)
+        elif mode in _RECALL_MODES:
+            raise ValueError("a sovseal query needs query_str (or query_embedding from the store's embedder)")
+        else:
+            raise NotImplementedError(f"SovsealVectorStore does not answer {mode.value!r} queries: use default, hybrid or mmr")
+        nodes = [node_from_memory(m) for m in found]
+        return VectorStoreQueryResult(
+            nodes=nodes,
+            similarities=[float(m.score) if m.score is not None else 0.0 for m in found],
+            ids=[n.node_id for n in nodes],
+        )
+
+    async def aquery(self, query: VectorStoreQuery, **kwargs: Any) -> VectorStoreQueryResult:
+        return await asyncio.to_thread(self.query, query, **kwargs)
+
+    def _dense(self, vector: np.ndarray, k: int, p: Plan) -> list[Memory]:
+        if not _sdk.has_recall_by_vector(self._client):
+            raise NotImplementedError(
+                "searching by query_embedding alone needs Sovseal.recall_by_vector (not in this sovseal): pass query_str"
+            )
+        return _sdk.search(lambda n, f: self._client.recall_by_vector(vector, k=n, filter=f), k, p)
+
+    def _mmr(self, query: VectorStoreQuery, k: int, p: Plan, threshold: float | None) -> list[Memory]:
+        from dataclasses import replace
+
+        from llama_index.core.indices.query.embedding_utils import get_top_k_mmr_embeddings
+
+        prefetch = min(k * self.mmr_prefetch_factor, _sdk.MAX_RECALL_K)
+        if query.query_str:
+            vector = self._queries.query(query.query_str)
+        elif query.query_embedding is not None:
+            vector = np.asarray(query.query_embedding, dtype=np.float32)
+        else:
+            raise ValueError("an MMR query needs query_str or query_embedding")
+        if _sdk.has_recall_by_vector(self._client):
+            candidates = self._dense(vector, prefetch, p)
+        elif query.query_str:  # SDK: dense candidates once recall_by_vector exists; fused ones until then
+            text = query.query_str
+            candidates = _sdk.search(lambda n, f: self._client.recall(text, k=n, filter=f), prefetch, p)
+        else:
+            self._dense(vector, prefetch, p)  # raises with the reason
+            candidates = []
+        if not candidates:
+            return []
+        texts = [node_from_memory(m).get_content(metadata_mode=MetadataMode.NONE) for m in candidates]
+        embeddings = self._queries.documents(texts)
+        norms = np.linalg.norm(embeddings, axis=1, keepdims=True)
+        embeddings = embeddings / np.where(norms == 0, 1, norms)
+        _, ids = get_top_k_mmr_embeddings(
+            vector.tolist(),
+            embeddings.tolist(),
+            similarity_top_k=k,
+            embedding_ids=list(range(len(candidates))),
+            mmr_threshold=threshold,
+        )
+        cosine = embeddings @ (vector / (np.linalg.norm(vector) or 1.0))
+        return [replace(candidates[i], score=float(cosine[i])) for i in ids]
+
+    # -- lineage -------------------------------------------------------------------------------
+
+    def snapshot(self) -> str | None:
+        """The current branch's HEAD snapshot id: pass it to :meth:`rollback` or :meth:`fork` later."""
+        return self._client.snapshot()
+
+    def rollback(self, snapshot_id: str) -> None:
+        """Move the branch's HEAD back to ``snapshot_id``: the index shows the nodes as they were then.
+        Nothing is deleted; a later snapshot id rolls forward again."""
+        self._client.rollback(snapshot_id)
+
+    def fork(self, snapshot_id: str | None = None, *, branch: str | None = None) -> str:
+        """Create a branch at ``snapshot_id`` (default: HEAD) and switch the client to it; returns its name."""
+        return self._client.fork(snapshot_id, branch=branch)
+
+    def checkout(self, branch: str) -> None:
+        """Switch the client to another branch."""
+        self._client.checkout(branch)
+
+    @property
+    def branch(self) -> str:
+        return self._client.branch
+
+    def branches(self) -> list[str]:
+        return self._client.branches()
+
+    def log(self, *, limit: int | None = None) -> list[LogEntry]:
+        """The snapshots from HEAD back to genesis, newest first (all collections of the store)."""
+        return self._client.log(limit=limit)
+
+    def verify(self) -> VerifyReport:
+        """Open every record and re-derive every snapshot id (tamper evidence)."""
+        return self._client.verify()

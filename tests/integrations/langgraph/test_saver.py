@@ -1,0 +1,148 @@
+"""The saver's sovseal semantics beyond the conformance suite: large checkpoints in parts, copy_thread
+sharing records, append-only deletion, prune re-rooting, deletions surviving a fork, a second handle
+on the same store, and one handle shared with the store."""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+from typing import Any
+
+from langgraph.checkpoint.base import empty_checkpoint
+from langgraph.checkpoint.base.id import uuid6
+from langgraph.checkpoint.sovseal import SovsealSaver
+from langgraph.checkpoint.sovseal._layout import live_branch
+from langgraph.store.sovseal import SovsealStore
+from sovseal import Sovseal
+
+from tests.fakes import fake_embed
+
+
+def put(saver: SovsealSaver, thread: str, parent: dict[str, Any] | None = None, *, ns: str = "", **metadata: Any) -> dict[str, Any]:
+    checkpoint = empty_checkpoint()
+    checkpoint["id"] = str(uuid6(clock_seq=1))
+    checkpoint["channel_values"] = {"n": metadata.get("step", 0)}
+    checkpoint["channel_versions"] = {"n": 1}
+    config = {"configurable": {"thread_id": thread, "checkpoint_ns": ns}}
+    if parent is not None:
+        config["configurable"]["checkpoint_id"] = parent["configurable"]["checkpoint_id"]
+    return saver.put(config, checkpoint, {"source": "loop", "step": 0, **metadata}, {"n": 1})
+
+
+def ids(saver: SovsealSaver, thread: str, **conf: Any) -> list[str]:
+    return [t.checkpoint["id"] for t in saver.list({"configurable": {"thread_id": thread, **conf}})]
+
+
+def chain_length(saver: SovsealSaver, branch: str) -> int:
+    handle = saver.sovseal
+    previous = handle.branch
+    handle.checkout(branch)
+    try:
+        return len(handle.log())
+    finally:
+        handle.checkout(previous)
+
+
+def test_large_checkpoints_and_writes_go_in_parts_and_survive_a_restart(saver_dir: Path, key: bytes) -> None:
+    big_value = os.urandom(300 * 1024)
+    big_write = "w" * (600 * 1024)
+    with SovsealSaver.open(saver_dir, key=key) as saver:
+        checkpoint = empty_checkpoint()
+        checkpoint["channel_values"] = {"blob": big_value, "small": 1}
+        checkpoint["channel_versions"] = {"blob": 1, "small": 1}
+        cfg = saver.put({"configurable": {"thread_id": "big", "checkpoint_ns": ""}}, checkpoint, {"step": 1}, {"blob": 1, "small": 1})
+        saver.put_writes(cfg, [("blob", big_write), ("small", 2)], "task")
+        saver.put_writes(cfg, [("tiny", 3)], "other-task")
+    with SovsealSaver.open(saver_dir, key=key) as saver:
+        found = saver.get_tuple({"configurable": {"thread_id": "big"}})
+        assert found.checkpoint["channel_values"] == {"blob": big_value, "small": 1}
+        assert sorted(found.pending_writes) == sorted([("task", "blob", big_write), ("task", "small", 2), ("other-task", "tiny", 3)])
+        report = saver.verify("big")
+        assert report.ok and report.checkpoints == 1 and report.writes == 2
+        assert report.records >= 1 + 2 + 1 + 3 + 1  # checkpoint + its 2 parts, writes + 3 parts, other writes
+
+
+def test_copy_thread_shares_records_instead_of_copying(saver: SovsealSaver) -> None:
+    a = put(saver, "src", step=0)
+    b = put(saver, "src", a, step=1)
+    saver.put_writes(b, [("ch", "pending")], "task")
+    put(saver, "src", ns="child:1", step=0)
+    records = saver.sovseal.status().records
+
+    saver.copy_thread("src", "dst")
+    assert saver.sovseal.status().records == records  # no record written: the new branches share them
+    assert ids(saver, "dst") == ids(saver, "src")
+    assert saver.get_tuple({"configurable": {"thread_id": "dst"}}).pending_writes == [("task", "ch", "pending")]
+
+    c = put(saver, "dst", b, step=2)  # the copies diverge
+    assert ids(saver, "dst")[0] == c["configurable"]["checkpoint_id"]
+    assert c["configurable"]["checkpoint_id"] not in ids(saver, "src")
+    saver.delete_thread("src")
+    assert ids(saver, "src") == [] and len(ids(saver, "dst")) == 4
+    assert saver.verify("dst").ok
+
+
+def test_delete_is_append_only_and_the_thread_id_can_be_reused(saver: SovsealSaver) -> None:
+    a = put(saver, "t", step=0)
+    put(saver, "t", a, step=1)
+    records = saver.sovseal.status().records
+    saver.delete_thread("t")
+    assert saver.get_tuple({"configurable": {"thread_id": "t"}}) is None
+    assert saver.sovseal.status().records == records  # moved back to the anchor: nothing appended, nothing erased
+    again = put(saver, "t", step=7)
+    assert ids(saver, "t") == [again["configurable"]["checkpoint_id"]]
+    assert saver.verify("t").ok
+
+
+def test_prune_keep_latest_re_roots_the_thread(saver: SovsealSaver) -> None:
+    cfg = None
+    for step in range(6):
+        cfg = put(saver, "long", cfg, step=step)
+    saver.put_writes(cfg, [("ch", "kept")], "task")
+    child = put(saver, "long", ns="child:1", step=0)
+    put(saver, "long", child, ns="child:1", step=1)
+    assert chain_length(saver, live_branch("long")) > 8
+
+    saver.prune(["long"], strategy="keep_latest")
+    assert ids(saver, "long", checkpoint_ns="") == [cfg["configurable"]["checkpoint_id"]]
+    assert len(ids(saver, "long", checkpoint_ns="child:1")) == 1
+    assert saver.get_tuple(cfg).pending_writes == [("task", "ch", "kept")]
+    assert chain_length(saver, live_branch("long")) <= 4  # the anchor's two records and the two kept checkpoints
+    assert saver.verify("long").ok
+
+
+def test_a_deleted_checkpoint_stays_deleted_across_a_fork(saver: SovsealSaver) -> None:
+    one = put(saver, "t", step=1, run_id="r1")
+    two = put(saver, "t", one, step=2, run_id="r2")
+    three = put(saver, "t", two, step=3, run_id="r3")
+    saver.delete_for_runs(["r1"])  # a tombstone after `three`
+    fork = put(saver, "t", two, step=3, run_id="r4")  # parent `two` is not the newest: a fork at `two`, before the tombstone
+    remaining = set(ids(saver, "t"))
+    assert one["configurable"]["checkpoint_id"] not in remaining
+    assert {c["configurable"]["checkpoint_id"] for c in (two, three, fork)} == remaining
+    assert saver.verify("t").ok
+
+
+def test_a_second_handle_sees_what_the_first_wrote(saver_dir: Path, key: bytes) -> None:
+    with SovsealSaver.open(saver_dir, key=key) as first, SovsealSaver.open(saver_dir, key=key) as second:
+        a = put(first, "shared", step=0)
+        assert ids(second, "shared") == [a["configurable"]["checkpoint_id"]]
+        b = put(second, "shared", a, step=1)
+        assert ids(first, "shared") == [b["configurable"]["checkpoint_id"], a["configurable"]["checkpoint_id"]]
+        first.delete_thread("shared")
+        assert ids(second, "shared") == []
+
+
+def test_one_handle_shared_by_saver_and_store(tmp_path: Path, key: bytes) -> None:
+    with Sovseal(tmp_path / "one", key=key, embedder=fake_embed) as handle:
+        handle.store("user.editor", {"value": "neovim"})  # the user's own memories on main
+        saver = SovsealSaver(handle)
+        store = SovsealStore(handle)
+        cfg = put(saver, "t", step=0)
+        store.put(("prefs",), "tea", {"kind": "green"})
+        assert handle.branch == "main"  # every adapter call puts the handle back on its branch
+        assert saver.get_tuple(cfg) is not None
+        assert store.get(("prefs",), "tea").value == {"kind": "green"}
+        assert set(handle.state()) == {"user.editor", "langgraph/store/prefs/=tea"}  # checkpoints are on their own branch
+        assert handle.recall("green tea", k=1)[0].path == "langgraph/store/prefs/=tea"
+        assert handle.verify().ok

@@ -1,0 +1,98 @@
+"""The vector index: exact and IVF search within a mask, persistence, and no plaintext on disk."""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+import numpy as np
+
+from sovseal import Sovseal
+from sovseal.index import VectorIndex
+from tests.fakes import fake_embed
+
+
+def clustered(n: int, dim: int, seed: int = 0) -> np.ndarray:
+    rng = np.random.default_rng(seed)
+    centres = rng.standard_normal((40, dim))
+    data = centres[rng.integers(0, 40, n)] + 0.6 * rng.standard_normal((n, dim))
+    return (data / np.linalg.norm(data, axis=1, keepdims=True)).astype(np.float32)
+
+
+def test_ivf_search_matches_exact_search_closely_and_respects_the_mask(tmp_path: Path) -> None:
+    data = clustered(6000, 32)
+    index = VectorIndex(tmp_path / "idx", 32, ivf_min_rows=2000, probe_fraction=0.1)
+    try:
+        index.add(range(6000), data)
+        assert index.wait_ivf() and index._ivf is not None
+        index.add(range(6000, 6100), clustered(100, 32, seed=1))  # rows after the build: the exact tail
+        rng = np.random.default_rng(2)
+        allowed = rng.random(6100) < 0.7
+        overlaps = []
+        for q in clustered(50, 32, seed=3):
+            approx = index.search(q, 10, allowed)
+            exact = index.search(q, 10, allowed, exact=True)
+            assert len(approx) == 10 and all(allowed[n] for n, _ in approx)
+            assert [s for _, s in exact] == sorted((s for _, s in exact), reverse=True)
+            overlaps.append(len({n for n, _ in approx} & {n for n, _ in exact}) / 10)
+        assert np.mean(overlaps) >= 0.95
+        few = np.zeros(6100, dtype=bool)
+        few[[5, 500, 6050]] = True  # a selective mask is searched exactly: all three come back
+        assert {n for n, _ in index.search(clustered(1, 32, seed=4)[0], 10, few)} == {5, 500, 6050}
+        assert index.missing([5, 6099, 7000]) == [7000]
+    finally:
+        index.close()
+
+
+def test_vectors_persist_and_reload(tmp_path: Path) -> None:
+    data = clustered(300, 16)
+    index = VectorIndex(tmp_path / "idx", 16)
+    index.add(range(300), data)
+    index.close()
+    again = VectorIndex(tmp_path / "idx", 16)
+    try:
+        assert again.missing(range(305)) == [300, 301, 302, 303, 304]
+        q = data[17]
+        assert again.search(q, 1, set(range(300)))[0][0] == 17
+    finally:
+        again.close()
+
+
+def test_reopened_store_recalls_from_the_loaded_index_without_re_embedding(tmp_path: Path, key: bytes) -> None:
+    calls: list[int] = []
+
+    def counting(texts):  # type: ignore[no-untyped-def]
+        calls.append(len(texts))
+        return fake_embed(texts)
+
+    with Sovseal(tmp_path / "s", key=key, embedder=counting) as mem:
+        for i in range(20):
+            mem.store(f"p.{i}", f"value {i}")
+    calls.clear()
+    with Sovseal(tmp_path / "s", key=key, embedder=counting) as mem:
+        assert len(mem.recall("value 3", k=20)) == 20
+        assert calls == [1]  # the query only
+
+
+def test_no_plaintext_term_reaches_the_disk(tmp_path: Path, key: bytes) -> None:
+    canary_path, canary_word = "secret.zebrafinch", "xylophonist"
+    with Sovseal(tmp_path / "s", key=key, embedder=fake_embed) as mem:
+        mem.store(canary_path, f"the {canary_word} practises at dawn", metadata={"who": "quokkaherder"})
+        assert mem.recall(canary_word, k=1)[0].path == canary_path
+    for root, _, files in os.walk(tmp_path):
+        for name in files:
+            blob = (Path(root) / name).read_bytes()
+            for needle in (canary_word, "xylophonist"[:8], "zebrafinch", "quokkaherder", "practis"):
+                assert needle.encode() not in blob, f"{needle} in {name}"
+
+
+def test_records_another_handle_stored_are_found(tmp_path: Path, key: bytes) -> None:
+    """A second handle (as another process would) sees records the first one appended after it opened:
+    the catalog catches up and their vectors are embedded on demand."""
+    with Sovseal(tmp_path / "s", key=key, embedder=fake_embed) as first, Sovseal(tmp_path / "s", key=key, embedder=fake_embed) as second:
+        first.store("a.one", "the first memory")
+        assert [m.path for m in second.recall("first memory", k=5)] == ["a.one"]
+        first.store("a.two", "a second memory about zeppelins")
+        first.delete("a.one")
+        assert [m.path for m in second.recall("zeppelins", k=5)] == ["a.two"]
+        assert {m.path for m in second.recall("memory", k=5, filter={"path_prefix": "a."})} == {"a.two"}
