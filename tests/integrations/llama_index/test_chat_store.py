@@ -4,6 +4,7 @@ VectorMemoryBlock on a SovsealVectorStore), after a restart, and the legacy Base
 from __future__ import annotations
 
 import asyncio
+import inspect
 from pathlib import Path
 
 import pytest
@@ -20,6 +21,15 @@ from llama_index.vector_stores.sovseal import SovsealVectorStore
 from sovseal import Sovseal
 
 ACTIVE, ARCHIVED = MessageStatus.ACTIVE, MessageStatus.ARCHIVED
+
+
+def memory_on(store: SovsealChatStore, **kwargs) -> Memory:
+    """``Memory.from_defaults(chat_store=...)``; before llama-index-core took that argument, set ``sql_store``."""
+    if "chat_store" in inspect.signature(Memory.from_defaults).parameters:
+        return Memory.from_defaults(chat_store=store, **kwargs)
+    memory = Memory.from_defaults(**kwargs)
+    memory.sql_store = store
+    return memory
 
 
 def user(text: str) -> ChatMessage:
@@ -44,7 +54,7 @@ def test_is_the_chat_store_memory_takes(client) -> None:
     store = SovsealChatStore(client)
     assert isinstance(store, AsyncDBChatStore)
     assert isinstance(SovsealLegacyChatStore(client), BaseChatStore)
-    memory = Memory.from_defaults(session_id="s", chat_store=store)
+    memory = memory_on(store, session_id="s")
     assert memory.sql_store is store
 
 
@@ -132,9 +142,9 @@ def test_memory_flushes_to_a_vector_memory_block_and_survives_a_restart(store_di
             similarity_top_k=2,
             retrieval_context_window=1,
         )
-        return Memory.from_defaults(
+        return memory_on(
+            SovsealChatStore(client),
             session_id="user-42",
-            chat_store=SovsealChatStore(client),
             memory_blocks=[block],
             token_limit=120,
             chat_history_token_ratio=0.5,
