@@ -75,11 +75,12 @@ class Journal:
             raise ValueError(f"frame of {len(body)} bytes exceeds {MAX_FRAME}")
         return HEADER.pack(len(body), self.mac(body)) + body
 
-    def append(self, bodies: list[bytes]) -> int:
+    def append(self, bodies: list[bytes], *, sync: bool = True) -> int:
         """Append frames with one write and fsync them; returns the offset of the first.
 
         On any failure the file is cut back to where it was, so a failed append leaves no
         partial frame behind for the next writer (and the caller's store fails loudly).
+        ``sync=False`` is for bulk imports that call :meth:`sync` once at the end.
         """
         data = b"".join(self.encode(b) for b in bodies)
         if len(data) > MAX_TORN_TAIL:
@@ -89,11 +90,15 @@ class Journal:
             view = memoryview(data)
             while view:
                 view = view[os.write(self._fd, view) :]
-            fsync_fd(self._fd)
+            if sync:
+                fsync_fd(self._fd)
         except BaseException:
             os.ftruncate(self._fd, start)
             raise
         return start
+
+    def sync(self) -> None:
+        fsync_fd(self._fd)
 
     def truncate(self, offset: int) -> None:
         """Cut a torn tail off (only ever under the writer lock)."""

@@ -267,8 +267,8 @@ class LocalStore:
 
     # -- writing -------------------------------------------------------------------------
 
-    def _append(self, bodies: list[bytes]) -> None:
-        start = self._journal.append(bodies)
+    def _append(self, bodies: list[bytes], *, sync: bool = True) -> None:
+        start = self._journal.append(bodies, sync=sync)
         assert start == self._end, "journal grew under the lock"
         self._catch_up(owner=True)
 
@@ -403,13 +403,16 @@ class LocalStore:
         skipped, so a pull can be repeated safely.
         """
         with self._writing():
-            for position, item in enumerate(items):
-                try:
-                    body = self._from_wire(item)
-                except _NotYet:
-                    return list(items[position:])
-                if body is not None:
-                    self._append([body, fr.AckFrame((bytes.fromhex(item.id),)).encode()])
+            try:
+                for position, item in enumerate(items):
+                    try:
+                        body = self._from_wire(item)
+                    except _NotYet:
+                        return list(items[position:])
+                    if body is not None:
+                        self._append([body, fr.AckFrame((bytes.fromhex(item.id),)).encode()], sync=False)
+            finally:
+                self._journal.sync()  # one fsync for the whole batch, before returning
         return []
 
     def _from_wire(self, item: WireItem) -> bytes | None:
