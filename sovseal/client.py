@@ -190,6 +190,7 @@ class Sovseal:
         type: str = "semantic",
         provenance: str = "explicit",
         parent: str | None = None,
+        text: str | None = None,
     ) -> StoreResult:
         """Store ``payload`` at ``path``: durable on disk before this returns.
 
@@ -199,7 +200,7 @@ class Sovseal:
         self._check_open()
         if self.replication is not None:
             self.replication.wait_for_room()  # backpressure: the outbox is over max_outbox_bytes
-        entry = make_entry("store", path, payload, metadata=metadata, type=type, provenance=provenance)
+        entry = make_entry("store", path, payload, metadata=metadata, type=type, provenance=provenance, text=text)
         entry.canonical()  # reject non-JSON and oversized input before any embedding work
         vector = self._embed([memory_text(entry)])
         appended = self._store.append(self.branch, entry, parent=parent)
@@ -347,6 +348,37 @@ class Sovseal:
         if not query.strip():
             return []
         found = self._recall_engine().recall(query, k, tree, branch)
+        return [self._memory(opened, score) for opened, score in found]
+
+    def recall_by_vector(
+        self,
+        vector: Any,
+        *,
+        k: int = 5,
+        filter: dict[str, Any] | None = None,
+        branch: str | None = None,
+    ) -> list[Memory]:
+        """The ``k`` memories visible at HEAD nearest to ``vector`` (cosine similarity in ``Memory.score``), best first.
+
+        Dense similarity only: no keyword side, no decay, no reinforcement, no lineage context.
+        """
+        self._check_open()
+        if not isinstance(k, int) or isinstance(k, bool) or not 1 <= k <= MAX_RECALL_K:
+            raise InvalidInputError(f"k must be an integer from 1 to {MAX_RECALL_K}; got {k!r}")
+        v = np.asarray(vector, dtype=np.float32)
+        if v.ndim != 1 or not len(v) or not np.all(np.isfinite(v)):
+            raise InvalidInputError("vector must be a non-empty 1-d sequence of finite numbers")
+        norm = float(np.linalg.norm(v))
+        if norm > 0:
+            v = v / norm
+        tree = parse_filter(filter)
+        if branch is None:
+            branch = self.branch
+        elif not isinstance(branch, str) or not branch:
+            raise InvalidInputError(f"branch must be a branch name (a non-empty string); got {branch!r}")
+        with self._store.reading():
+            self._store.branch(branch)
+        found = self._recall_engine().by_vector(v, k, tree, branch)
         return [self._memory(opened, score) for opened, score in found]
 
     @property

@@ -29,19 +29,22 @@ class Entry:
     metadata: dict[str, Any]
     type: str
     provenance: str
+    #: The text embedded and keyword-indexed instead of memory_text(entry); sealed with the entry,
+    #: in the canonical bytes only when set (existing snapshot ids do not change).
+    text: str | None = None
 
     def canonical(self) -> bytes:
-        data = canonicalize(
-            {
-                "op": self.op,
-                "path": self.path,
-                "payload": self.payload,
-                "metadata": self.metadata,
-                "type": self.type,
-                "provenance": self.provenance,
-            },
-            root="entry",
-        )
+        body = {
+            "op": self.op,
+            "path": self.path,
+            "payload": self.payload,
+            "metadata": self.metadata,
+            "type": self.type,
+            "provenance": self.provenance,
+        }
+        if self.text is not None:
+            body["text"] = self.text
+        data = canonicalize(body, root="entry")
         if len(data) > MAX_ENTRY_BYTES:
             raise PayloadTooLargeError(
                 f"the entry for {self.path!r} is {len(data):,} bytes canonicalized; the limit is "
@@ -52,7 +55,7 @@ class Entry:
     @classmethod
     def from_canonical(cls, data: bytes) -> Entry:
         raw = loads(data)
-        return cls(raw["op"], raw["path"], raw["payload"], raw["metadata"], raw["type"], raw["provenance"])
+        return cls(raw["op"], raw["path"], raw["payload"], raw["metadata"], raw["type"], raw["provenance"], raw.get("text"))
 
 
 def validate_path(path: object) -> str:
@@ -75,6 +78,7 @@ def make_entry(
     metadata: object = None,
     type: object = "semantic",
     provenance: object = "explicit",
+    text: object = None,
 ) -> Entry:
     """Validate user input into an Entry; every rejection is an InvalidInputError that says what to pass."""
     path = validate_path(path)
@@ -86,7 +90,9 @@ def make_entry(
         raise InvalidInputError(f"type must be one of {', '.join(MEMORY_TYPES)}; got {type!r}")
     if provenance not in PROVENANCES:
         raise InvalidInputError(f"provenance must be one of {', '.join(PROVENANCES)}; got {provenance!r}")
-    return Entry(op, path, payload, metadata, str(type), str(provenance))
+    if text is not None and not isinstance(text, str):
+        raise InvalidInputError(f"text must be a str, got {text.__class__.__name__}")
+    return Entry(op, path, payload, metadata, str(type), str(provenance), text)
 
 
 def snapshot_id(canonical_entry: bytes, parent_id: str) -> str:
@@ -100,6 +106,8 @@ def memory_text(entry: Entry) -> str:
     A string payload is the memory itself; a structured payload is flattened to its leaf values.
     The path is prefixed because paths like ``user.preferences.editor`` carry meaning too.
     """
+    if entry.text is not None:
+        return entry.text
     leaves: list[str] = []
 
     def walk(value: Any) -> None:

@@ -228,6 +228,35 @@ class RecallEngine:
             index.add(missing.tolist(), self._embed(texts))  # outside the lock: embedding can be slow
         raise AssertionError("unreachable")
 
+    def by_vector(self, vector: np.ndarray, k: int, tree: Filter | None, branch_name: str) -> list[tuple[Opened, float]]:
+        """Dense search only among the records visible at the branch's HEAD; scores are cosine similarities."""
+        with self._store.reading() as lineage:
+            if len(lineage.nodes) == 0:
+                return []  # no index yet, and nothing to find
+        index = self._vector_index(int(vector.shape[0]))
+        if index.dim != int(vector.shape[0]):
+            from ..errors import InvalidInputError
+
+            raise InvalidInputError(f"the vector has {vector.shape[0]} dimensions; this store's index has {index.dim}")
+        self.wait_ready()
+        for attempt in range(3):
+            with self._store.reading() as lineage:
+                self.sync(lineage)
+                branch = self._store.branch(branch_name)
+                visible = self.visible(lineage, branch)
+                self._check_damage(visible)
+                missing = index.missing_in(visible)
+                if len(missing) == 0 or attempt == 2:
+                    with self._lock:
+                        allowed = visible if tree is None else visible & self.catalog.mask(tree, len(visible))
+                    if not allowed.any():
+                        return []
+                    nodes, scores = index.search_arrays(vector, k, allowed)
+                    return [(self._store.open(int(n)), float(s)) for n, s in zip(nodes.tolist(), scores.tolist(), strict=True)]
+                texts = [memory_text(self._store.open(int(i)).entry) for i in missing]
+            index.add(missing.tolist(), self._embed(texts))  # outside the lock: embedding can be slow
+        raise AssertionError("unreachable")
+
     def embed_missing(self, index: VectorIndex, nodes: list[int]) -> None:
         """Embed the given records that have no vector (skipping ones that fail to open)."""
         missing = index.missing(nodes)

@@ -41,7 +41,7 @@ class SovsealChatMessageHistory(BaseChatMessageHistory):
             from langchain_sovseal import SovsealChatMessageHistory
             from sovseal import Sovseal
 
-            mem = Sovseal("~/.sovseal")
+            mem = Sovseal()  # $SOVSEAL_HOME, default ~/.sovseal
             chain_with_history = RunnableWithMessageHistory(
                 chain,
                 lambda session_id: SovsealChatMessageHistory(session_id, client=mem),

@@ -34,7 +34,7 @@ class SovsealByteStore(ByteStore):
 
             from langchain_sovseal import SovsealByteStore
 
-            kv = SovsealByteStore(path="~/.sovseal", namespace="embedding-cache")
+            kv = SovsealByteStore(path="kv-store", namespace="embedding-cache")
             kv.mset([("a", b"\\x00\\x01")])
             kv.mget(["a", "b"])  # [b"\\x00\\x01", None]
     """

@@ -127,7 +127,7 @@ class SovsealVectorStore(VectorStore):
 
             from langchain_sovseal import SovsealVectorStore
 
-            store = SovsealVectorStore(path="~/.sovseal", collection="docs")
+            store = SovsealVectorStore(collection="docs")  # the store at $SOVSEAL_HOME (~/.sovseal)
             store.add_texts(["sovseal seals every record"], metadatas=[{"source": "readme"}], ids=["r1"])
             store.similarity_search("what is sealed?", k=1, filter={"source": "readme"})
     """

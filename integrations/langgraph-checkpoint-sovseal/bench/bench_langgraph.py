@@ -29,15 +29,14 @@ import sqlite3
 import statistics
 import tempfile
 import time
-from collections.abc import Callable
 from pathlib import Path
 from typing import Annotated, Any, TypedDict
 
 from langgraph.checkpoint.base import empty_checkpoint
 from langgraph.checkpoint.base.id import uuid6
+from langgraph.checkpoint.sovseal import AsyncSovsealSaver, SovsealSaver
 from langgraph.checkpoint.sqlite import SqliteSaver
 from langgraph.checkpoint.sqlite.aio import AsyncSqliteSaver
-from langgraph.checkpoint.sovseal import AsyncSovsealSaver, SovsealSaver
 from langgraph.graph import END, START, StateGraph
 
 
@@ -76,18 +75,6 @@ def row(name: str, sovseal: float, sqlite: float) -> str:
     return f"| {name:<10} | {sovseal:9.3f} | {sqlite:9.3f} | {sovseal / sqlite:5.2f}x |"
 
 
-def timed(fn: Callable[[], Any]) -> float:
-    start = time.perf_counter()
-    fn()
-    return time.perf_counter() - start
-
-
-async def atimed(fn: Callable[[], Any]) -> float:
-    start = time.perf_counter()
-    await fn()
-    return time.perf_counter() - start
-
-
 class _SyncSide:
     """One saver's state in the lockstep run: its thread config and its samples."""
 
@@ -110,16 +97,25 @@ def bench_sync(pair: list[Any], n: int, steps: int, runs: int) -> list[dict[str,
     head = {"configurable": {"thread_id": "bench", "checkpoint_ns": ""}}
     for i in range(n):
         for side in sides:
-            parent = dict(side.cfg)
-            side.add("put", timed(lambda: side.cfg.update(side.saver.put(parent, checkpoint(i), {"source": "loop", "step": i}, {"messages": 1}))))
-            side.add("put_writes", timed(lambda: side.saver.put_writes(side.cfg, [("messages", {"content": "hi"}), ("step", i)], f"task-{i}")))
+            start = time.perf_counter()
+            side.cfg = side.saver.put(dict(side.cfg), checkpoint(i), {"source": "loop", "step": i}, {"messages": 1})
+            side.add("put", time.perf_counter() - start)
+            start = time.perf_counter()
+            side.saver.put_writes(side.cfg, [("messages", {"content": "hi"}), ("step", i)], f"task-{i}")
+            side.add("put_writes", time.perf_counter() - start)
     for _ in range(n):
         for side in sides:
-            side.add("get_tuple", timed(lambda: side.saver.get_tuple(head)))
-            side.add("list", timed(lambda: list(side.saver.list(head, limit=10))))
+            start = time.perf_counter()
+            side.saver.get_tuple(head)
+            side.add("get_tuple", time.perf_counter() - start)
+            start = time.perf_counter()
+            list(side.saver.list(head, limit=10))
+            side.add("list", time.perf_counter() - start)
     for r in range(runs):
         for side in sides:
-            side.add(f"graph {steps}", timed(lambda: side.graph.invoke({"count": 0, "log": []}, {"configurable": {"thread_id": f"run-{r}"}})))
+            start = time.perf_counter()
+            side.graph.invoke({"count": 0, "log": []}, {"configurable": {"thread_id": f"run-{r}"}})
+            side.add(f"graph {steps}", time.perf_counter() - start)
     return [side.p50s() for side in sides]
 
 
@@ -128,28 +124,25 @@ async def bench_async(pair: list[Any], n: int, steps: int, runs: int) -> list[di
     head = {"configurable": {"thread_id": "bench", "checkpoint_ns": ""}}
     for i in range(n):
         for side in sides:
-            parent = dict(side.cfg)
-
-            async def put(side: _SyncSide = side, parent: dict[str, Any] = parent) -> None:
-                side.cfg.update(await side.saver.aput(parent, checkpoint(i), {"source": "loop", "step": i}, {"messages": 1}))
-
-            side.add("put", await atimed(put))
-            side.add(
-                "put_writes",
-                await atimed(lambda: side.saver.aput_writes(side.cfg, [("messages", {"content": "hi"}), ("step", i)], f"task-{i}")),
-            )
+            start = time.perf_counter()
+            side.cfg = await side.saver.aput(dict(side.cfg), checkpoint(i), {"source": "loop", "step": i}, {"messages": 1})
+            side.add("put", time.perf_counter() - start)
+            start = time.perf_counter()
+            await side.saver.aput_writes(side.cfg, [("messages", {"content": "hi"}), ("step", i)], f"task-{i}")
+            side.add("put_writes", time.perf_counter() - start)
     for _ in range(n):
         for side in sides:
-
-            async def listing(side: _SyncSide = side) -> None:
-                _ = [t async for t in side.saver.alist(head, limit=10)]
-
-            side.add("get_tuple", await atimed(lambda: side.saver.aget_tuple(head)))
-            side.add("list", await atimed(listing))
+            start = time.perf_counter()
+            await side.saver.aget_tuple(head)
+            side.add("get_tuple", time.perf_counter() - start)
+            start = time.perf_counter()
+            _ = [t async for t in side.saver.alist(head, limit=10)]
+            side.add("list", time.perf_counter() - start)
     for r in range(runs):
         for side in sides:
-            run = {"configurable": {"thread_id": f"run-{r}"}}
-            side.add(f"graph {steps}", await atimed(lambda: side.graph.ainvoke({"count": 0, "log": []}, run)))
+            start = time.perf_counter()
+            await side.graph.ainvoke({"count": 0, "log": []}, {"configurable": {"thread_id": f"run-{r}"}})
+            side.add(f"graph {steps}", time.perf_counter() - start)
     return [side.p50s() for side in sides]
 
 
@@ -157,8 +150,8 @@ def table(title: str, mine: dict[str, float], theirs: dict[str, float], peer: st
     print(f"\n{title}: p50 in ms\n")
     print(f"| operation  | {'sovseal':>9} | {peer[:9]:>9} | ratio |")
     print("|------------|-----------|-----------|-------|")
-    for name in mine:
-        print(row(name, mine[name], theirs[name]))
+    for name, value in mine.items():
+        print(row(name, value, theirs[name]))
 
 
 async def main() -> None:

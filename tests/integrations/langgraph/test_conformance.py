@@ -48,7 +48,7 @@ def test_pinned_suite_version() -> None:
 
 @pytest.mark.asyncio
 @pytest.mark.parametrize("factory", [async_sovseal_saver, sync_sovseal_saver], ids=lambda f: f.name)
-async def test_conformance_full(factory) -> None:  # noqa: ANN001 - a RegisteredCheckpointer
+async def test_conformance_full(factory) -> None:
     report = await validate(factory)
     report.print_report()
     assert {c.value for c in ALL_CAPABILITIES} == {cap for cap, result in report.results.items() if result.detected}

@@ -22,14 +22,24 @@ from langchain_core.messages import AIMessage, ToolMessage
 from langchain_core.tools import tool
 from langgraph.checkpoint.memory import InMemorySaver
 from langgraph.checkpoint.sovseal import AsyncSovsealSaver, SovsealSaver
-from langgraph.checkpoint.sovseal._layout import archive_branch, checkpoint_path, live_branch
+from langgraph.checkpoint.sovseal._layout import (
+    archive_branch,
+    checkpoint_path,
+    live_branch,
+)
 from langgraph.config import get_store
 from langgraph.store.sovseal import SovsealStore
 from langgraph.types import Command
-from sovseal.models import LogEntry
 
+from sovseal.models import LogEntry
 from tests.fakes import fake_embed
-from tests.integrations.langgraph.graphs import approval_graph, ask, chat_graph, parent_with_subgraph, shape
+from tests.integrations.langgraph.graphs import (
+    approval_graph,
+    ask,
+    chat_graph,
+    parent_with_subgraph,
+    shape,
+)
 
 REPO = Path(__file__).resolve().parents[3]
 
@@ -157,7 +167,7 @@ _CHILD = textwrap.dedent(
 def test_resume_after_process_restart(tmp_path: Path, key: bytes) -> None:
     store = tmp_path / "checkpoints"
     env = {**os.environ, "STORE": str(store), "KEY": key.hex(), "PYTHONPATH": str(REPO)}
-    done = subprocess.run([sys.executable, "-c", _CHILD], cwd=REPO, env=env, capture_output=True, text=True, timeout=300)
+    done = subprocess.run([sys.executable, "-c", _CHILD], cwd=REPO, env=env, capture_output=True, text=True, timeout=300, check=False)
     assert done.returncode == 0, done.stderr
     assert done.stdout.strip().splitlines()[-1] == '["approve"]'
 

@@ -13,6 +13,7 @@ from langgraph.checkpoint.base import empty_checkpoint
 from langgraph.checkpoint.base.id import uuid6
 from langgraph.checkpoint.sovseal import SovsealSaver
 from langgraph.checkpoint.sovseal._layout import checkpoint_path, live_branch, part_path
+
 from sovseal.errors import IntegrityError
 
 

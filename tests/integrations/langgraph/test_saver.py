@@ -13,8 +13,8 @@ from langgraph.checkpoint.base.id import uuid6
 from langgraph.checkpoint.sovseal import SovsealSaver
 from langgraph.checkpoint.sovseal._layout import live_branch
 from langgraph.store.sovseal import SovsealStore
-from sovseal import Sovseal
 
+from sovseal import Sovseal
 from tests.fakes import fake_embed
 
 

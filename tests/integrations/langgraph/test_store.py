@@ -17,8 +17,8 @@ from hypothesis import strategies as st
 from langgraph.store.base import MatchCondition
 from langgraph.store.memory import InMemoryStore, _does_match
 from langgraph.store.sovseal import SovsealStore
-from sovseal.errors import IntegrityError
 
+from sovseal.errors import IntegrityError
 from tests.fakes import FAKE_DIM, fake_embed
 
 
@@ -86,7 +86,7 @@ def check(mine: SovsealStore, ref: InMemoryStore, op: tuple[Any, ...]) -> None:
     elif kind == "search":
         _, prefix, flt, limit, offset = op
         everything = items_of(ref.search(prefix, filter=flt, limit=BIG))
-        by_place = lambda item: item[:2]  # noqa: E731
+        by_place = lambda item: item[:2]
         assert sorted(items_of(mine.search(prefix, filter=flt, limit=BIG)), key=by_place) == sorted(everything, key=by_place)
         page = items_of(mine.search(prefix, filter=flt, limit=limit, offset=offset))
         assert len(page) == len(items_of(ref.search(prefix, filter=flt, limit=limit, offset=offset)))
@@ -118,11 +118,13 @@ def check(mine: SovsealStore, ref: InMemoryStore, op: tuple[Any, ...]) -> None:
 @settings(max_examples=30, deadline=None, suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large])
 @given(st.lists(operations, min_size=1, max_size=30))
 def test_differential_against_in_memory_store(ops: list[tuple[Any, ...]]) -> None:
-    with tempfile.TemporaryDirectory(prefix="sovseal-store-") as directory:
-        with SovsealStore.open(directory, key=os.urandom(32), index=INDEX) as mine:
-            ref = InMemoryStore(index=INDEX)
-            for op in ops:
-                check(mine, ref, op)
+    with (
+        tempfile.TemporaryDirectory(prefix="sovseal-store-") as directory,
+        SovsealStore.open(directory, key=os.urandom(32), index=INDEX) as mine,
+    ):
+        ref = InMemoryStore(index=INDEX)
+        for op in ops:
+            check(mine, ref, op)
 
 
 def test_survives_a_restart_and_matches_after_it(tmp_path: Path) -> None:

@@ -5,6 +5,10 @@ sovseal branch whose history is a tamper-evident chain, and time travel is a sov
 See docs/integrations/langgraph.md.
 """
 
-from langgraph.checkpoint.sovseal.saver import AsyncSovsealSaver, SovsealSaver, ThreadVerification
+from langgraph.checkpoint.sovseal.saver import (
+    AsyncSovsealSaver,
+    SovsealSaver,
+    ThreadVerification,
+)
 
 __all__ = ["AsyncSovsealSaver", "SovsealSaver", "ThreadVerification"]

@@ -16,6 +16,7 @@ from typing import Any
 from urllib.parse import quote, unquote
 
 import numpy as np
+
 from sovseal import Sovseal
 from sovseal.entries import MAX_ENTRY_BYTES
 from sovseal.errors import IntegrityError, InvalidInputError
@@ -135,7 +136,7 @@ def encode_bytes(data: bytes) -> str:
 def decode_bytes(text: object, where: str) -> bytes:
     try:
         if not isinstance(text, str):
-            raise ValueError
+            raise TypeError(type(text).__name__)
         return bytes.fromhex(text.translate(_DECODE))
-    except ValueError:
+    except (TypeError, ValueError):
         raise IntegrityError(f"{where}: a blob is not in the adapter's encoding; run verify()") from None

@@ -47,6 +47,7 @@ from langgraph.checkpoint.base import (
     create_checkpoint,
     get_checkpoint_id,
 )
+
 from sovseal import Sovseal
 from sovseal.errors import IntegrityError, InvalidInputError
 
@@ -77,7 +78,9 @@ from ._layout import (
 )
 
 try:  # langgraph-checkpoint >= 2.0.?: metadata without the legacy "writes" key
-    from langgraph.checkpoint.base import get_serializable_checkpoint_metadata as _metadata_for
+    from langgraph.checkpoint.base import (
+        get_serializable_checkpoint_metadata as _metadata_for,
+    )
 except ImportError:  # pragma: no cover - older langgraph-checkpoint
     from langgraph.checkpoint.base import get_checkpoint_metadata as _metadata_for
 

@@ -32,6 +32,16 @@ from datetime import UTC, datetime
 from typing import Any
 
 import numpy as np
+from langgraph.checkpoint.sovseal._common import (
+    decode_bytes,
+    encode_bytes,
+    ensure_anchor,
+    handle_lock,
+    no_embedding,
+    on_branch,
+    q,
+    uq,
+)
 from langgraph.store.base import (
     BaseStore,
     GetOp,
@@ -45,21 +55,15 @@ from langgraph.store.base import (
     SearchItem,
     SearchOp,
 )
-from langgraph.store.base.embed import ensure_embeddings, get_text_at_path, tokenize_path
+from langgraph.store.base.embed import (
+    ensure_embeddings,
+    get_text_at_path,
+    tokenize_path,
+)
+
 from sovseal import Sovseal
 from sovseal.canonical import canonicalize, loads
 from sovseal.errors import IntegrityError
-
-from langgraph.checkpoint.sovseal._common import (
-    decode_bytes,
-    encode_bytes,
-    ensure_anchor,
-    handle_lock,
-    no_embedding,
-    on_branch,
-    q,
-    uq,
-)
 
 try:
     from langgraph.store.base import validate_op_namespace
@@ -383,7 +387,7 @@ class SovsealStore(BaseStore):
                 elif isinstance(op, PutOp):
                     results.append(None)
                 else:
-                    raise ValueError(f"Unknown operation type: {type(op)}")
+                    raise TypeError(f"Unknown operation type: {type(op)}")
             vectors = iter(documents)
             for (namespace, key), op in self._dedupe(ops).items():
                 embedded = {name: next(vectors) for name, _ in self._field_texts(op)}
@@ -433,13 +437,13 @@ class SovsealStore(BaseStore):
 
     @staticmethod
     def _item(entry: _Entry, score: float | None = None, *, search: bool = False) -> Item:
-        kwargs = dict(
-            value=copy.deepcopy(entry.value),
-            key=entry.key,
-            namespace=entry.namespace,
-            created_at=entry.created_at,
-            updated_at=entry.updated_at,
-        )
+        kwargs: dict[str, Any] = {
+            "value": copy.deepcopy(entry.value),
+            "key": entry.key,
+            "namespace": entry.namespace,
+            "created_at": entry.created_at,
+            "updated_at": entry.updated_at,
+        }
         return SearchItem(**kwargs, score=score) if search else Item(**kwargs)
 
     def _search(self, op: SearchOp, query_vectors: dict[str, Sequence[float]]) -> list[SearchItem]:
