@@ -53,7 +53,7 @@ def test_full_round_trip_as_a_user(sh: Shell, tmp_path: Path) -> None:
     first = sh.json("store", "user.editor", "The user edits code in neovim with a dark theme.")["snapshot_id"]
     sh("store", "project.deploy", "Deploys go through GitHub Actions, then a manual approval.", "--type", "procedural")
 
-    top = sh.json("recall", "how do we ship code to production?", "-k", "1")
+    top = sh.json("recall", "how do deployments get approved?", "-k", "1")
     assert [m["path"] for m in top] == ["project.deploy"]
 
     assert sh("fork", first, "--name", "experiment").stdout.strip() == "experiment"
