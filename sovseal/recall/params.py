@@ -4,11 +4,13 @@ score(memory) = fused(memory) × decay(type, age) × reinforcement(count)
 
 fused (``fusion="weighted"``, the default):
     base(n)  = dense_weight × max(0, cos(query, n)) + keyword_weight × bm25(n) / max bm25 over the allowed records
-    fused(n) = base(n) + Σ_r neighbor_weights[r-1] × (base(ancestor_r(n)) + base(descendant_r(n)))
+    fused(n) = base(n) + g × Σ_r neighbor_weights[r-1] × (base(ancestor_r(n)) + base(descendant_r(n)))
   where ancestor_r / descendant_r are the records r steps before / after n in the lineage (stored just
   before / after it), counted only when visible at the recalled HEAD. Records stored next to each other
   are context for each other: in a conversation, the turn that answers a question is often next to the
-  one that names it.
+  one that names it. The gate g = clip((mean cos(n, parent) − mean cos(n, far record)) / context_coherence,
+  0, 1) over the candidates: full context where consecutive records are more alike than distant ones,
+  none where they are not (documents ingested in bulk in arbitrary order).
 ``fusion="rrf"``: Σ 1 / (rrf_k + rank) over the dense and the keyword candidate lists (the baseline).
 ``fusion="dense"`` / ``"keyword"``: one retriever alone (for benchmarks).
 

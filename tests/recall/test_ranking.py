@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
+import hashlib
 import time
+from pathlib import Path
 
 import pytest
 
@@ -204,19 +206,36 @@ def test_the_query_embedding_is_cached(mem: Sovseal) -> None:
     assert calls == [["the same question"]]
 
 
-def test_lineage_context_is_gated_by_how_coherent_the_chain_is(mem: Sovseal) -> None:
-    """Records in a chain of unrelated texts (random vectors here) are no context for each other: the
-    default gate turns the neighbour weight off, so only the words count."""
-    mem.store("chat.1", "Did you ever finish that painting of the lake at sunrise?")
-    mem.store("chat.2", "Yes! It took me three weekends, I used oils this time.")
-    for i in range(20):
-        mem.store(f"other.{i}", f"unrelated chatter number {i} about groceries and errands")
-    engine = mem._recall_engine()
-    mem.recall_params = RecallParams(dense_weight=0.0, neighbor_weights=(0.3,))
-    with mem._store.reading() as lineage:
-        visible = engine.visible(lineage, mem._store.branch("main"))
-        import numpy as np
+def topic_embed(texts):  # type: ignore[no-untyped-def]
+    """Texts ending in "topic N" get topic N's direction plus noise: records of one topic are alike."""
+    import numpy as np
 
-        gate = engine._coherence(mem._vector_index(), np.flatnonzero(visible), visible)
-    assert gate == 0.0
-    assert "chat.2" not in order(mem, "painting lake sunrise")[:2]
+    out = []
+    for text in texts:
+        topic = int(text.rsplit("topic ", 1)[1]) if "topic " in text else 999
+        base = np.random.default_rng(topic).standard_normal(64)
+        noise = np.random.default_rng(int(hashlib.sha256(text.encode()).hexdigest()[:8], 16)).standard_normal(64)
+        out.append(base + 0.7 * noise)
+    return np.array(out, dtype=np.float32)
+
+
+@pytest.mark.parametrize("runs", [True, False])
+def test_lineage_context_is_gated_by_how_coherent_the_chain_is(tmp_path: Path, key: bytes, runs: bool) -> None:
+    """Context from neighbours counts fully where consecutive records are alike (a conversation: runs
+    of one topic) and not at all where they are no more alike than any two (documents in random order)."""
+    import numpy as np
+
+    rng = np.random.default_rng(7)
+    topics = [i // 6 for i in range(120)] if runs else rng.integers(0, 20, 120).tolist()
+    with Sovseal(tmp_path / "s", key=key, embedder=topic_embed) as mem:
+        for i, topic in enumerate(topics):
+            mem.store(f"rec.{i}", f"record {i} topic {topic}")
+        engine = mem._recall_engine()
+        engine.wait_ready()
+        with mem._store.reading() as lineage:
+            visible = engine.visible(lineage, mem._store.branch("main"))
+            gate = engine._coherence(mem._vector_index(), np.flatnonzero(visible), visible)
+    if runs:
+        assert gate == 1.0
+    else:
+        assert gate < 0.35  # no more alike than random pairs, up to sampling noise
