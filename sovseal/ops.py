@@ -211,15 +211,8 @@ def _on_branch(mem: Sovseal, branch: str) -> Iterator[None]:
 
 
 def branch_heads(mem: Sovseal) -> dict[str, str | None]:
-    """Every branch and its HEAD snapshot id (None: no snapshot yet).
-
-    SDK gap: built by checking each branch out in turn; an SDK ``heads()`` would avoid that.
-    """
-    heads: dict[str, str | None] = {}
-    for name in mem.branches():
-        with _on_branch(mem, name):
-            heads[name] = mem.snapshot()
-    return heads
+    """Every branch and its HEAD snapshot id (None: no snapshot yet)."""
+    return mem.heads()
 
 
 @dataclass(frozen=True, slots=True)
@@ -557,8 +550,6 @@ def import_backup(mem: Sovseal, master: bytes, src: IO[bytes], *, progress: Prog
     is written; items already present are skipped, so importing twice is harmless. The vector index
     is then brought up to date for every branch.
 
-    SDK gap: applies items through the store's private handle (``LocalStore.import_items``); an SDK
-    ``import_items(items)`` replaces that.
     """
     from .wire import WireItem
 
@@ -598,13 +589,12 @@ def import_backup(mem: Sovseal, master: bytes, src: IO[bytes], *, progress: Prog
         raise IntegrityError(f"the backup file's contents are malformed ({exc}); nothing was imported") from None
     if trailer != {"end": total} or len(items) != total:
         raise IntegrityError(f"the backup file should hold {total} items but holds {len(items)}; nothing was imported")
-    store = mem._store  # noqa: SLF001 - see the SDK gap above
     waiting: list[Any] = []
     batch = 512
     if progress:
         progress(0, total)
     for start in range(0, total, batch):
-        waiting = store.import_items(waiting + items[start : start + batch])
+        waiting = mem.import_items(waiting + items[start : start + batch])
         if progress:
             progress(min(total, start + batch), total)
     if waiting:
