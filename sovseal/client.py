@@ -26,6 +26,7 @@ from .keys import coerce_key, load_master_key
 from .models import LogEntry, Memory, Status, StoreResult, VerifyReport
 from .recall import RecallEngine, RecallParams
 from .recall import parse_filter
+from .recall.filters import Filter
 from .replication import DEFAULT_MAX_OUTBOX_BYTES, PullResult, ReplicatedStatus, ReplicationConfig
 from .replication import start as start_replication
 from .store import DEFAULT_BRANCH, LocalStore, Opened
@@ -118,12 +119,14 @@ class Sovseal:
     # -- lifecycle -----------------------------------------------------------------------
 
     def ready(self) -> None:
-        """Load and warm the embedder and open the vector index, so the first call is fast."""
+        """Warm the embedder, open the vector index and start loading the recall catalog
+        (in the background), so the first call is fast."""
         embedder = self._embed_fn()
         warm = getattr(embedder, "ready", None)
         if callable(warm):
             warm()
         self._vector_index()
+        self._recall_engine()
 
     def close(self) -> None:
         if self._store.closed:
@@ -336,15 +339,7 @@ class Sovseal:
         self._check_open()
         if not isinstance(query, str):
             raise InvalidInputError(f"query must be a string, got {query.__class__.__name__}")
-        if not isinstance(k, int) or isinstance(k, bool) or not 1 <= k <= MAX_RECALL_K:
-            raise InvalidInputError(f"k must be an integer from 1 to {MAX_RECALL_K}; got {k!r}")
-        tree = parse_filter(filter)
-        if branch is None:
-            branch = self.branch
-        elif not isinstance(branch, str) or not branch:
-            raise InvalidInputError(f"branch must be a branch name (a non-empty string); got {branch!r}")
-        with self._store.reading():
-            self._store.branch(branch)  # an unknown branch fails here, before any embedding work
+        tree, branch = self._search_args(k, filter, branch)
         if not query.strip():
             return []
         found = self._recall_engine().recall(query, k, tree, branch)
@@ -363,14 +358,20 @@ class Sovseal:
         Dense similarity only: no keyword side, no decay, no reinforcement, no lineage context.
         """
         self._check_open()
-        if not isinstance(k, int) or isinstance(k, bool) or not 1 <= k <= MAX_RECALL_K:
-            raise InvalidInputError(f"k must be an integer from 1 to {MAX_RECALL_K}; got {k!r}")
         v = np.asarray(vector, dtype=np.float32)
         if v.ndim != 1 or not len(v) or not np.all(np.isfinite(v)):
             raise InvalidInputError("vector must be a non-empty 1-d sequence of finite numbers")
         norm = float(np.linalg.norm(v))
         if norm > 0:
             v = v / norm
+        tree, branch = self._search_args(k, filter, branch)
+        found = self._recall_engine().by_vector(v, k, tree, branch)
+        return [self._memory(opened, score) for opened, score in found]
+
+    def _search_args(self, k: object, filter: object, branch: object) -> tuple[Filter | None, str]:
+        """Check what recall and recall_by_vector share; an unknown branch fails before any embedding."""
+        if not isinstance(k, int) or isinstance(k, bool) or not 1 <= k <= MAX_RECALL_K:
+            raise InvalidInputError(f"k must be an integer from 1 to {MAX_RECALL_K}; got {k!r}")
         tree = parse_filter(filter)
         if branch is None:
             branch = self.branch
@@ -378,8 +379,7 @@ class Sovseal:
             raise InvalidInputError(f"branch must be a branch name (a non-empty string); got {branch!r}")
         with self._store.reading():
             self._store.branch(branch)
-        found = self._recall_engine().by_vector(v, k, tree, branch)
-        return [self._memory(opened, score) for opened, score in found]
+        return tree, branch
 
     @property
     def recall_params(self) -> RecallParams:

@@ -32,6 +32,7 @@ import keyring.backend
 from keyring.backends import chainer, fail
 
 from sovseal.crypto import KEY_SIZE
+from sovseal.durable import fsync_dir, fsync_fd
 from sovseal.errors import InvalidInputError, KeyUnavailableError
 
 __all__ = [
@@ -123,30 +124,6 @@ def coerce_key(key: bytes | bytearray | memoryview | str) -> bytes:
 # --- durable small-file writes ---------------------------------------------------------------------
 
 
-def _fsync(fd: int) -> None:
-    """fsync, or F_FULLFSYNC on macOS where plain fsync does not flush the drive cache."""
-    try:
-        import fcntl
-
-        if hasattr(fcntl, "F_FULLFSYNC"):
-            fcntl.fcntl(fd, fcntl.F_FULLFSYNC)
-            return
-    except (ImportError, OSError):
-        pass
-    os.fsync(fd)
-
-
-def _fsync_dir(path: Path) -> None:
-    """Make new directory entries under ``path`` durable (a no-op where directories cannot be opened)."""
-    if not _POSIX:
-        return
-    fd = os.open(path, os.O_RDONLY)
-    try:
-        _fsync(fd)
-    finally:
-        os.close(fd)
-
-
 def _ensure_dir(path: Path) -> None:
     """Create ``path`` (and missing parents) as 0700 directories, fsyncing each new entry's parent."""
     if path.is_dir():
@@ -156,7 +133,7 @@ def _ensure_dir(path: Path) -> None:
         os.mkdir(path, 0o700)
     except FileExistsError:
         return
-    _fsync_dir(path.parent)
+    fsync_dir(path.parent)
 
 
 def _write_new_file(final: Path, data: bytes, mode: int, *, replace: bool = False) -> bool:
@@ -175,7 +152,7 @@ def _write_new_file(final: Path, data: bytes, mode: int, *, replace: bool = Fals
             view = memoryview(data)
             while view:
                 view = view[os.write(fd, view) :]
-            _fsync(fd)
+            fsync_fd(fd)
         finally:
             os.close(fd)
         if replace:
@@ -190,7 +167,7 @@ def _write_new_file(final: Path, data: bytes, mode: int, *, replace: bool = Fals
     finally:
         if tmp.exists():
             tmp.unlink()
-    _fsync_dir(final.parent)
+    fsync_dir(final.parent)
     return created
 
 
