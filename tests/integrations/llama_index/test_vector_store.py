@@ -183,7 +183,6 @@ def test_unsupported_modes_say_so(vector_store) -> None:
         vector_store.query(VectorStoreQuery(query_str="x", mode=VectorStoreQueryMode.SVM))
 
 
-@pytest.mark.skipif(not hasattr(Sovseal, "recall_by_vector"), reason="waits for Sovseal.recall_by_vector")
 def test_query_by_embedding_alone(vector_store, embed_model) -> None:
     vector_store.add([TextNode(id_="a", text="quantum physics lecture"), TextNode(id_="b", text="chocolate cake recipe")])
     vector = embed_model.get_query_embedding("how to bake a cake")
