@@ -151,10 +151,6 @@ def search(run: Callable[[int, dict[str, Any]], list[Memory]], k: int, plan: Pla
         want = min(want * 4, MAX_RECALL_K)
 
 
-def has_recall_by_vector(client: Sovseal) -> bool:
-    return callable(getattr(client, "recall_by_vector", None))
-
-
 # -- writes --------------------------------------------------------------------------------------
 
 

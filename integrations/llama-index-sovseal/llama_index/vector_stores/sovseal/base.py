@@ -268,10 +268,6 @@ class SovsealVectorStore(BasePydanticVectorStore):
         return await asyncio.to_thread(self.query, query, **kwargs)
 
     def _dense(self, vector: np.ndarray, k: int, p: Plan) -> list[Memory]:
-        if not _sdk.has_recall_by_vector(self._client):
-            raise NotImplementedError(
-                "searching by query_embedding alone needs Sovseal.recall_by_vector (not in this sovseal): pass query_str"
-            )
         return _sdk.search(lambda n, f: self._client.recall_by_vector(vector, k=n, filter=f), k, p)
 
     def _mmr(self, query: VectorStoreQuery, k: int, p: Plan, threshold: float | None) -> list[Memory]:
@@ -286,14 +282,7 @@ class SovsealVectorStore(BasePydanticVectorStore):
             vector = np.asarray(query.query_embedding, dtype=np.float32)
         else:
             raise ValueError("an MMR query needs query_str or query_embedding")
-        if _sdk.has_recall_by_vector(self._client):
-            candidates = self._dense(vector, prefetch, p)
-        elif query.query_str:  # SDK: dense candidates once recall_by_vector exists; fused ones until then
-            text = query.query_str
-            candidates = _sdk.search(lambda n, f: self._client.recall(text, k=n, filter=f), prefetch, p)
-        else:
-            self._dense(vector, prefetch, p)  # raises with the reason
-            candidates = []
+        candidates = self._dense(vector, prefetch, p)
         if not candidates:
             return []
         texts = [node_from_memory(m).get_content(metadata_mode=MetadataMode.NONE) for m in candidates]
