@@ -194,23 +194,34 @@ class Sovseal:
         provenance: str = "explicit",
         parent: str | None = None,
         text: str | None = None,
+        index: bool = True,
     ) -> StoreResult:
         """Store ``payload`` at ``path``: durable on disk before this returns.
 
         Storing the value a path already shows at HEAD appends nothing; it reinforces that memory.
         ``parent`` overrides HEAD as the new snapshot's parent (the branch's HEAD moves to it).
+        ``text`` is what recall embeds and matches instead of the payload; ``index=False`` stores a
+        record recall never ranks (no embedding, no keywords: checkpoints, key-value data), sealed
+        with ``text=""``, so ``text`` cannot be given with it.
         """
         self._check_open()
+        if not isinstance(index, bool):
+            raise InvalidInputError(f"index must be True or False, got {index!r}")
+        if not index:
+            if text is not None:
+                raise InvalidInputError("index=False stores no text for recall; drop text= or keep index=True")
+            text = ""
         if self.replication is not None:
             self.replication.wait_for_room()  # backpressure: the outbox is over max_outbox_bytes
         entry = make_entry("store", path, payload, metadata=metadata, type=type, provenance=provenance, text=text)
         entry.canonical()  # reject non-JSON and oversized input before any embedding work
-        vector = self._embed([memory_text(entry)])
+        vector = self._embed([memory_text(entry)]) if entry.text != "" else None
         appended = self._store.append(self.branch, entry, parent=parent)
         assert appended is not None  # only a delete can append nothing
-        index = self._vector_index(vector.shape[1])
-        if index.missing([appended.node.idx]):
-            index.add([appended.node.idx], vector)
+        if vector is not None:
+            vectors = self._vector_index(vector.shape[1])
+            if vectors.missing([appended.node.idx]):
+                vectors.add([appended.node.idx], vector)
         self._recall_engine().added(appended.node, entry)  # feeds the in-memory keyword index
         return StoreResult(appended.snapshot_id, replicated=False, reinforced=appended.reinforced)
 

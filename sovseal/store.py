@@ -41,6 +41,8 @@ STORE_FORMAT = 1
 DEFAULT_BRANCH = "main"
 _JOURNAL = "journal.log"
 _LOCK = "LOCK"
+#: How many path hashes / branch ids the store remembers before starting over (bounded memory).
+_ID_CACHE = 65_536
 _META = "store.json"
 _ACKS_PER_FRAME = 4096
 
@@ -84,6 +86,8 @@ class LocalStore:
         self._sealers()
         self._sids: dict[int, str] = {}
         self._names: dict[bytes, str] = {}
+        self._path_hashes: dict[str, bytes] = {}  # keyed ids are HMACs: worth remembering per name
+        self._branch_ids: dict[str, bytes] = {}
         self.repairs: list[str] = []  # what recovery did on open, for status()
         self.closed = False
         with self._writing():
@@ -176,10 +180,20 @@ class LocalStore:
         return bytes.fromhex(keyed_id(self._keys.k_id, "snap", sid))
 
     def path_hash(self, path: str) -> bytes:
-        return bytes.fromhex(keyed_id(self._keys.k_id, "path", path))
+        found = self._path_hashes.get(path)
+        if found is None:
+            if len(self._path_hashes) >= _ID_CACHE:
+                self._path_hashes.clear()
+            found = self._path_hashes[path] = bytes.fromhex(keyed_id(self._keys.k_id, "path", path))
+        return found
 
     def branch_id(self, name: str) -> bytes:
-        return bytes.fromhex(keyed_id(self._keys.k_id, "branch", name))[: fr.BRANCH_ID_LEN]
+        found = self._branch_ids.get(name)
+        if found is None:
+            if len(self._branch_ids) >= _ID_CACHE:
+                self._branch_ids.clear()
+            found = self._branch_ids[name] = bytes.fromhex(keyed_id(self._keys.k_id, "branch", name))[: fr.BRANCH_ID_LEN]
+        return found
 
     # -- reading -------------------------------------------------------------------------
 

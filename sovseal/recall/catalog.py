@@ -38,6 +38,7 @@ class Catalog:
     def __init__(self) -> None:
         self.size = 0  # one past the highest node number seen
         self.state = np.zeros(0, dtype=np.int8)
+        self.indexed = np.zeros(0, dtype=bool)  # records stored with index=True (recall can find them)
         self.type_code = np.zeros(0, dtype=np.int8)
         self.prov_code = np.zeros(0, dtype=np.int8)
         self.parent = np.zeros(0, dtype=np.int64)
@@ -57,6 +58,7 @@ class Catalog:
             return
         need = idx + 1
         self.state = _grow(self.state, need, ABSENT)
+        self.indexed = _grow(self.indexed, need, False)
         self.type_code = _grow(self.type_code, need, -1)
         self.prov_code = _grow(self.prov_code, need, -1)
         self.parent = _grow(self.parent, need, -1)
@@ -73,10 +75,13 @@ class Catalog:
         if parent >= 0 and self.child[parent] < 0:
             self.child[parent] = idx
 
-    def add_record(self, idx: int, parent: int, path: str, type_: str, provenance: str, metadata: dict[str, Any]) -> None:
+    def add_record(
+        self, idx: int, parent: int, path: str, type_: str, provenance: str, metadata: dict[str, Any], *, indexed: bool = True
+    ) -> None:
         self._reserve(idx)
         self._link(idx, parent)
         self.state[idx] = RECORD
+        self.indexed[idx] = indexed
         self.type_code[idx] = TYPE_CODES.get(type_, -1)
         self.prov_code[idx] = PROVENANCE_CODES.get(provenance, -1)
         self.paths[idx] = path
@@ -122,6 +127,13 @@ class Catalog:
         if isinstance(tree, flt.Not):
             return self._records(size) & ~self.mask(tree.part, size)
         return self._cond(tree, size)
+
+    def searchable(self, visible: np.ndarray) -> np.ndarray:
+        """``visible`` without the records stored with ``index=False``: recall never ranks those."""
+        n = min(len(visible), self.size)
+        out = np.zeros(len(visible), dtype=bool)
+        out[:n] = visible[:n] & self.indexed[:n]
+        return out
 
     def _records(self, size: int) -> np.ndarray:
         out = np.zeros(size, dtype=bool)

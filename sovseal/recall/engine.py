@@ -142,13 +142,21 @@ class RecallEngine:
             pass
 
     def added(self, node: Node, entry: Entry) -> None:
-        """The store hook: a record was just stored (its plaintext is in hand)."""
-        terms = text.tokens(memory_text(entry))
+        """The store hook: a record was just stored (its plaintext is in hand).
+
+        An entry whose text is ``""`` (``store(..., index=False)``) is catalogued for filters and
+        visibility but has no terms and no vector: recall never ranks it.
+        """
+        indexed = entry.text != ""
+        terms = text.tokens(memory_text(entry)) if indexed else []
         with self._lock:
             if self.catalog.known(node.idx):
                 return
-            self.catalog.add_record(node.idx, node.parent, entry.path, entry.type, entry.provenance, entry.metadata)
-            self.keywords.add(node.idx, terms)
+            self.catalog.add_record(
+                node.idx, node.parent, entry.path, entry.type, entry.provenance, entry.metadata, indexed=indexed
+            )
+            if terms:
+                self.keywords.add(node.idx, terms)
 
     # -- visibility ----------------------------------------------------------------------------
 
@@ -221,6 +229,8 @@ class RecallEngine:
                 branch = self._store.branch(branch_name)
                 visible = self.visible(lineage, branch)
                 self._check_damage(visible)
+                with self._lock:
+                    visible = self.catalog.searchable(visible)
                 missing = index.missing_in(visible)
                 if len(missing) == 0 or attempt == 2:
                     return self._rank(lineage, index, vector, terms, k, tree, visible)
@@ -245,6 +255,8 @@ class RecallEngine:
                 branch = self._store.branch(branch_name)
                 visible = self.visible(lineage, branch)
                 self._check_damage(visible)
+                with self._lock:
+                    visible = self.catalog.searchable(visible)
                 missing = index.missing_in(visible)
                 if len(missing) == 0 or attempt == 2:
                     with self._lock:
@@ -267,10 +279,12 @@ class RecallEngine:
         with self._store.reading():
             for idx in missing:
                 try:
-                    texts.append(memory_text(self._store.open(idx).entry))
-                    kept.append(idx)
+                    entry = self._store.open(idx).entry
                 except IntegrityError:
                     continue  # verify() reports it; recall refuses to run over it
+                if entry.text != "":  # stored with index=False: no vector by design
+                    texts.append(memory_text(entry))
+                    kept.append(idx)
         if kept:
             index.add(kept, self._embed(texts))
 
