@@ -1,6 +1,6 @@
 """Benchmark the on-device embedder against issue 3's targets and against its peer, the int8 file.
 
-    python bench/bench_embed.py [--turns 2000] [--rounds 5]
+    python bench/bench_embed.py [--turns 2000] [--rounds 5] [--json PATH]
 
 Measures, on 2 intra-op threads: single-text latency p50/p95 for short texts (the first 200 LoCoMo turns
 of <= 12 tokens) and for LoCoMo turns (the first 300); bulk throughput on 2,000 LoCoMo turns (``embed_documents``, sorted
@@ -64,9 +64,9 @@ def locomo_turns() -> list[str]:
     ]
 
 
-def latencies(embed: Callable[[list[str]], object], texts: Sequence[str], rounds: int) -> tuple[float, float]:
-    """Best-of-rounds p50 and p95 in ms of one-text calls."""
-    best: tuple[float, float] = (float("inf"), float("inf"))
+def latencies(embed: Callable[[list[str]], object], texts: Sequence[str], rounds: int) -> tuple[float, float, list[float]]:
+    """Best-of-rounds p50 and p95 in ms of one-text calls, and the samples (ms) of the best round."""
+    best: tuple[float, float, list[float]] = (float("inf"), float("inf"), [])
     for _ in range(rounds):
         samples = []
         for text in texts:
@@ -74,7 +74,7 @@ def latencies(embed: Callable[[list[str]], object], texts: Sequence[str], rounds
             embed([text])
             samples.append(time.perf_counter() - start)
         p50, p95 = (float(np.percentile(samples, q)) * 1e3 for q in (50, 95))
-        best = min(best, (p50, p95))
+        best = min(best, (p50, p95, [round(x * 1e3, 4) for x in samples]))
     return best
 
 
@@ -146,8 +146,10 @@ def main() -> None:
     parser.add_argument("--turns", type=int, default=2000)
     parser.add_argument("--rounds", type=int, default=5)
     parser.add_argument("--threads", type=int, default=2)
+    parser.add_argument("--json", type=Path, default=None, help="also write the figures and the latency samples (ms) here")
     args = parser.parse_args()
-    print(f"load average at start: {os.getloadavg()[0]:.2f} (cores: {os.cpu_count()})")
+    load_start = os.getloadavg()[0]
+    print(f"load average at start: {load_start:.2f} (cores: {os.cpu_count()})")
 
     with tempfile.TemporaryDirectory() as fresh_home:
         first = cold_starts(fresh_home, 1)[0]  # builds the cache in an empty SOVSEAL_HOME
@@ -167,11 +169,13 @@ def main() -> None:
 
     peer = int8_peer(args.threads)
     rows = []
+    samples: dict[str, dict[str, list[float]]] = {}
     for name, embed in (("sovseal (fp32 graph)", embedder.embed_documents), ("peer: int8 file, bare session", peer)):
         embed(sample[:20])  # warm
-        s50, s95 = latencies(embed, short, args.rounds)
-        t50, t95 = latencies(embed, sample, args.rounds)
+        s50, s95, short_samples = latencies(embed, short, args.rounds)
+        t50, t95, turn_samples = latencies(embed, sample, args.rounds)
         rows.append((name, s50, s95, t50, t95, throughput(embed, bulk, args.rounds)))
+        samples[name] = {"short": short_samples, "turn": turn_samples}
 
     print()
     print(f"| {args.threads} threads | short p50 / p95 ms | LoCoMo turn p50 / p95 ms | bulk, {len(bulk)} turns |")
@@ -199,6 +203,23 @@ def main() -> None:
     print(f"| first ever (builds the cache) | {first[0]:.3f} | {first[1]:.3f} | {first[2]:.3f} | {first[3]:.3f} |")
     print(f"| target (issue 3), model cached | <= {TARGETS['cold start s']} | | | |")
     print(f"\nload average at end: {os.getloadavg()[0]:.2f}")
+    if args.json:
+        fields = ("short_p50_ms", "short_p95_ms", "turn_p50_ms", "turn_p95_ms", "bulk_texts_per_s")
+        report = {
+            "threads": args.threads,
+            "rounds": args.rounds,
+            "bulk_turns": len(bulk),
+            "short_texts": len(short),
+            "turn_texts": len(sample),
+            "load_start": load_start,
+            "load_end": os.getloadavg()[0],
+            "systems": {row[0]: dict(zip(fields, row[1:], strict=True)) for row in rows},
+            "targets": TARGETS,
+            "cold_start_s": {"runs": len(cold), "median": dict(zip(("total", "runtime_imports", "import_sovseal", "embedder"), med, strict=True)), "best_total": best},
+            "first_start_s": dict(zip(("total", "runtime_imports", "import_sovseal", "embedder"), first, strict=True)),
+            "samples_ms": samples,
+        }
+        args.json.write_text(json.dumps(report, indent=1))
 
 
 if __name__ == "__main__":

@@ -138,9 +138,9 @@ def ms(samples: list[float]) -> dict[str, float]:
     }
 
 
-def interleaved(calls: dict[str, Callable[[str], Any]], qs: list[str]) -> dict[str, dict[str, float]]:
+def interleaved(calls: dict[str, Callable[[str], Any]], qs: list[str]) -> tuple[dict[str, dict[str, float]], dict[str, list[float]]]:
     """Time every system on every query, round-robin in a rotating order, so that a change in the
-    machine's load during the run affects all of them alike."""
+    machine's load during the run affects all of them alike. Returns the summaries and the samples (ms)."""
     names = list(calls)
     for name in names:
         calls[name]("warm-up: what is the weather like today?")
@@ -152,7 +152,8 @@ def interleaved(calls: dict[str, Callable[[str], Any]], qs: list[str]) -> dict[s
             calls[name](q)
             samples[name].append(time.perf_counter() - started)
             gc.enable()
-    return {name: ms(values) for name, values in samples.items()}
+    rounded = {name: [round(x * 1000, 4) for x in values] for name, values in samples.items()}
+    return {name: ms(values) for name, values in samples.items()}, rounded
 
 
 class Lookup:
@@ -323,7 +324,10 @@ def main() -> None:
     parser.add_argument("--ann-check", action="store_true", help="only: IVF recall@10 vs exact on the cached real vectors")
     args = parser.parse_args()
     if args.ann_check:
-        print(json.dumps(ann_check(args.cache), indent=2))
+        check = ann_check(args.cache)
+        print(json.dumps(check, indent=2))
+        if args.json:
+            args.json.write_text(json.dumps({"ann_check": check}, indent=2))
         return
     sizes = [int(s) for s in args.sizes.split(",")]
     embedder = Embedder()
@@ -353,7 +357,7 @@ def main() -> None:
             calls.update(result["chroma"].pop("calls"))
         result["load_before"] = os.getloadavg()
         try:
-            result["latency_ms"] = interleaved(calls, qs)
+            result["latency_ms"], result["samples_ms"] = interleaved(calls, qs)
         finally:
             result["sovseal"].pop("close")()
         result["load_after"] = os.getloadavg()

@@ -11,12 +11,13 @@ real worker, real fsyncs on both sides. Three figures (targets from issue 5):
    with the on-device model (``--fake-embedder`` to skip the model); the embedding share shows
    that restore is bounded by embedding throughput.
 
-Run: python bench/bench_replication.py [--n 10000] [--rate 200] [--seconds 10] [--database URL]
+Run: python bench/bench_replication.py [--n 10000] [--rate 200] [--seconds 10] [--database URL] [--json PATH]
 """
 
 from __future__ import annotations
 
 import argparse
+import json
 import os
 import socket
 import statistics
@@ -110,7 +111,7 @@ def throughput(tmp: Path, key: bytes, server: Server, api: str, n: int) -> float
     return elapsed
 
 
-def lag(tmp: Path, key: bytes, server: Server, api: str, rate: int, seconds: float) -> tuple[float, float]:
+def lag(tmp: Path, key: bytes, server: Server, api: str, rate: int, seconds: float) -> dict[str, Any]:
     acked: dict[str, float] = {}
     lock = threading.Lock()
 
@@ -146,10 +147,16 @@ def lag(tmp: Path, key: bytes, server: Server, api: str, rate: int, seconds: flo
         f"p95 {p95 * 1000:.0f} ms, max {max(lags) * 1000:.0f} ms; store() itself p50 {statistics.median(store_ms):.2f} ms, "
         f"p95 {pct(store_ms, 0.95):.2f} ms"
     )
-    return p50, p95
+    return {
+        "achieved_rate": achieved,
+        "stores": len(stored),
+        "lag_ms": {"p50": p50 * 1000, "p95": p95 * 1000, "max": max(lags) * 1000},
+        "store_ms": {"p50": statistics.median(store_ms), "p95": pct(store_ms, 0.95)},
+        "samples": {"lag_ms": [round(x * 1000, 3) for x in lags], "store_ms": [round(x, 4) for x in store_ms]},
+    }
 
 
-def restore(tmp: Path, key: bytes, server: Server, api: str, n: int, fake: bool) -> None:
+def restore(tmp: Path, key: bytes, server: Server, api: str, n: int, fake: bool) -> dict[str, Any]:
     if fake:
         embedder = Timed(fake_embed)
     else:
@@ -170,6 +177,15 @@ def restore(tmp: Path, key: bytes, server: Server, api: str, n: int, fake: bool)
         f"restore of {n} records: {total:.1f} s in all; pull + verify + import {total - embedder.seconds:.1f} s, "
         f"embedding {embedder.seconds:.1f} s ({share:.0%}, {rate:,.0f} texts/s, {'fake' if fake else 'on-device model'})"
     )
+    return {
+        "records": n,
+        "total_s": total,
+        "pull_verify_import_s": total - embedder.seconds,
+        "embedding_s": embedder.seconds,
+        "embedding_share": share,
+        "embedding_texts_per_s": rate if embedder.seconds else None,
+        "embedder": "fake" if fake else "on-device model",
+    }
 
 
 def main() -> None:
@@ -179,6 +195,7 @@ def main() -> None:
     parser.add_argument("--seconds", type=float, default=10.0, help="length of the lag run")
     parser.add_argument("--database", default=None, help="server database: a postgresql:// URL (default: SQLite in a temp dir)")
     parser.add_argument("--fake-embedder", action="store_true", help="restore with the fake embedder instead of the model")
+    parser.add_argument("--json", type=Path, default=None, help="also write the figures (and the lag samples) here")
     args = parser.parse_args()
     np.random.seed(0)
     with tempfile.TemporaryDirectory() as name:
@@ -187,11 +204,22 @@ def main() -> None:
         try:
             print(f"server: sovseal serve ({server.backend}) on {server.url}; client batches of 32, linger 250 ms")
             key = os.urandom(32)
-            throughput(tmp, key, server, server.keys[0], args.n)
-            lag(tmp, os.urandom(32), server, server.keys[1], args.rate, args.seconds)  # a project of its own
-            restore(tmp, key, server, server.keys[0], args.n, args.fake_embedder)
+            elapsed = throughput(tmp, key, server, server.keys[0], args.n)
+            steady = lag(tmp, os.urandom(32), server, server.keys[1], args.rate, args.seconds)  # a project of its own
+            restored = restore(tmp, key, server, server.keys[0], args.n, args.fake_embedder)
         finally:
             server.stop()
+    if args.json:
+        report = {
+            "backend": server.backend,
+            "n": args.n,
+            "rate": args.rate,
+            "seconds": args.seconds,
+            "throughput": {"items": args.n + 1, "drain_s": elapsed, "records_per_s": (args.n + 1) / elapsed},
+            "lag": steady,
+            "restore": restored,
+        }
+        args.json.write_text(json.dumps(report, indent=1))
 
 
 if __name__ == "__main__":

@@ -6,12 +6,13 @@ seals (AES-256-GCM), appends to its journal and fsyncs before returning, and han
 its background LanceDB indexer; the plain LanceDB add does not fsync at all (see
 research/reliability.md §1.5), so the comparison favours the peer on durability.
 
-Run: python bench/bench_store.py [--n 2000]
+Run: python bench/bench_store.py [--n 2000] [--json PATH]
 """
 
 from __future__ import annotations
 
 import argparse
+import json
 import os
 import statistics
 import tempfile
@@ -35,6 +36,7 @@ def percentiles(samples: list[float]) -> dict[str, float]:
 def main() -> None:
     parser = argparse.ArgumentParser()
     parser.add_argument("--n", type=int, default=2000)
+    parser.add_argument("--json", type=Path, default=None, help="also write the figures and the samples (ms) here")
     args = parser.parse_args()
     texts = [f"memory {i}: the user mentioned detail number {i} about their week" for i in range(args.n)]
     rng = np.random.default_rng(0)
@@ -78,6 +80,9 @@ def main() -> None:
     print(f"{'sovseal store (fsync, sealed)':<34} {a['p50']:>8.3f} {a['p95']:>8.3f} {a['p99']:>8.3f}")
     print(f"{'plain LanceDB add (no fsync)':<34} {b['p50']:>8.3f} {b['p95']:>8.3f} {b['p99']:>8.3f}")
     print(f"{'ratio lance/sovseal':<34} {b['p50'] / a['p50']:>8.2f} {b['p95'] / a['p95']:>8.2f} {b['p99'] / a['p99']:>8.2f}")
+    if args.json:
+        samples = {"sovseal": [round(x * 1000, 4) for x in sov], "lancedb": [round(x * 1000, 4) for x in lance]}
+        args.json.write_text(json.dumps({"n": args.n, "sovseal": a, "lancedb": b, "samples_ms": samples}, indent=1))
 
 
 if __name__ == "__main__":

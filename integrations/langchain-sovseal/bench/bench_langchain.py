@@ -11,7 +11,7 @@ into the lineage and fsyncs before ``add_documents`` returns; the peers do not f
 Run (peers are optional; a missing one is reported and skipped)::
 
     pip install langchain-chroma langchain-community lancedb
-    python integrations/langchain-sovseal/bench/bench_langchain.py [--docs 2000] [--queries 200]
+    python integrations/langchain-sovseal/bench/bench_langchain.py [--docs 2000] [--queries 200] [--json PATH]
 
 Prints medians and ratios; never part of the test suite's pass/fail.
 """
@@ -110,6 +110,7 @@ def run(name: str, embeddings: Any, docs: list[Document], queries: list[str], k:
                 "docs_per_s": len(docs) / ingest,
                 "p50_ms": statistics.median(times) * 1000,
                 "p95_ms": times[int(0.95 * (len(times) - 1))] * 1000,
+                "samples_ms": [round(x * 1000, 4) for x in times],
             }
         finally:
             close()
@@ -123,6 +124,7 @@ def main() -> None:
     parser.add_argument("--queries", type=int, default=200)
     parser.add_argument("--k", type=int, default=5)
     parser.add_argument("--stores", default=",".join(STORES))
+    parser.add_argument("--json", type=Path, default=None, help="also write the figures (and the search samples) here")
     args = parser.parse_args()
 
     from langchain_sovseal import SovsealEmbeddings
@@ -145,6 +147,8 @@ def main() -> None:
             continue
         ratio = f"{r['docs_per_s'] / best_ingest:.2f}x" if best_ingest else "-"
         print(f"{name:<10} {r['ingest_s']:>9.2f} {r['docs_per_s']:>8.0f} {ratio:>13} {r['p50_ms']:>14.2f} {r['p95_ms']:>8.2f}")
+    if args.json:
+        args.json.write_text(json.dumps({"docs": len(docs), "queries": len(queries), "k": args.k, "stores": results}, indent=1))
 
 
 if __name__ == "__main__":

@@ -1,7 +1,7 @@
 """SovsealSaver / AsyncSovsealSaver against LangGraph's SQLite savers, side by side in one run.
 
     pip install -e "integrations/langgraph-checkpoint-sovseal[bench]"
-    python integrations/langgraph-checkpoint-sovseal/bench/bench_langgraph.py [--n 200] [--steps 50]
+    python integrations/langgraph-checkpoint-sovseal/bench/bench_langgraph.py [--n 200] [--steps 50] [--json PATH]
 
 Every saver is file-backed in a fresh temporary directory and durable per operation (SQLite in WAL
 mode with synchronous=FULL, its default here; sovseal fsyncs each record). Prints p50 latency per
@@ -23,6 +23,7 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import json
 import operator
 import os
 import sqlite3
@@ -159,6 +160,7 @@ async def main() -> None:
     parser.add_argument("--n", type=int, default=200, help="operations per micro-benchmark")
     parser.add_argument("--steps", type=int, default=50, help="steps of the graph run")
     parser.add_argument("--runs", type=int, default=5, help="graph runs")
+    parser.add_argument("--json", type=Path, default=None, help="also write the p50s (ms) here")
     args = parser.parse_args()
     key = os.urandom(32)
     with tempfile.TemporaryDirectory(prefix="bench-langgraph-") as tmp:
@@ -178,6 +180,15 @@ async def main() -> None:
         ):
             async_mine, async_sqlite = await bench_async([asaver, asqlite], args.n, args.steps, args.runs)
         table("Async: AsyncSovsealSaver vs AsyncSqliteSaver (file)", async_mine, async_sqlite, "AsyncSqlite")
+    if args.json:
+        report = {
+            "n": args.n,
+            "steps": args.steps,
+            "runs": args.runs,
+            "sync": {"sovseal": sync_mine, "sqlite": sync_sqlite},
+            "async": {"sovseal": async_mine, "sqlite": async_sqlite},
+        }
+        args.json.write_text(json.dumps(report, indent=1))
 
 if __name__ == "__main__":
     asyncio.run(main())

@@ -20,7 +20,7 @@ The peer goes in a separate environment, never in sovseal's dependencies:
     python -m venv --system-site-packages /tmp/li-bench-env
     /tmp/li-bench-env/bin/pip install llama-index-vector-stores-lancedb   # tested: 0.6.0 (pylance 14.0.2)
 
-Run: /tmp/li-bench-env/bin/python integrations/llama-index-sovseal/bench/bench_llama_index.py [--turns 2000] [--queries 200]
+Run: /tmp/li-bench-env/bin/python integrations/llama-index-sovseal/bench/bench_llama_index.py [--turns 2000] [--queries 200] [--json PATH]
 """
 
 from __future__ import annotations
@@ -97,6 +97,7 @@ def run(name: str, make_store, nodes, queries, batch: int) -> dict[str, float]:
         "p50_ms": 1000 * statistics.median(times),
         "p95_ms": 1000 * times[int(0.95 * (len(times) - 1))],
         "hit@10": hits / len(queries),
+        "samples_ms": [round(x * 1000, 4) for x in times],
     }
 
 
@@ -106,6 +107,7 @@ def main() -> None:
     parser.add_argument("--queries", type=int, default=200)
     parser.add_argument("--batch", type=int, default=64, help="embed_batch_size of both")
     parser.add_argument("--dir", default=None, help="where the stores go (default: a temporary directory)")
+    parser.add_argument("--json", type=Path, default=None, help="also write the figures (and the retrieval samples) here")
     args = parser.parse_args()
 
     nodes, queries = locomo_turns(args.turns)
@@ -126,7 +128,7 @@ def main() -> None:
     results = {}
     for name, make in (("lancedb", lance_store), ("sovseal", sovseal_store)):
         results[name] = run(name, make, nodes, queries, args.batch)
-        print(name, {k: round(v, 3) for k, v in results[name].items()}, flush=True)
+        print(name, {k: round(v, 3) for k, v in results[name].items() if k != "samples_ms"}, flush=True)
 
     s, l = results["sovseal"], results["lancedb"]
     print()
@@ -139,6 +141,8 @@ def main() -> None:
     print()
     print(f"build throughput sovseal/lancedb: {s['nodes_per_s'] / l['nodes_per_s']:.2f} (target >= 0.90)")
     print(f"retrieval p50 sovseal/lancedb:    {s['p50_ms'] / l['p50_ms']:.2f} (target < 1.00)")
+    if args.json:
+        args.json.write_text(json.dumps({"turns": len(nodes), "queries": len(queries), "batch": args.batch, "stores": results}, indent=1))
 
 
 if __name__ == "__main__":

@@ -1,0 +1,527 @@
+"""Regenerate docs/benchmarks.md and its plots from the benchmark result files.
+
+    python bench/report.py [--results bench/results] [--out docs/benchmarks.md] [--img docs/img]
+
+The page is ``bench/report_template.md`` (the method and the interpretation of each section, written
+by hand) with every ``{{latest:NAME}}`` marker replaced by a block made from the result file(s) of
+that section: when and where it ran (date, cores, CPU, RAM, load average before and after), the
+command, tables of medians and ratios, and a plot. ``bench/run_all.py`` writes the result files; a
+section without one says how to make it. Nothing here measures anything.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import math
+import re
+import statistics
+from collections.abc import Callable, Sequence
+from pathlib import Path
+from typing import Any
+
+import matplotlib
+
+matplotlib.use("Agg")
+import matplotlib.pyplot as plt  # noqa: E402 (after the backend is chosen)
+from matplotlib.ticker import FuncFormatter, LogLocator, NullFormatter  # noqa: E402
+
+ROOT = Path(__file__).resolve().parents[1]
+TEMPLATE = Path(__file__).with_name("report_template.md")
+FUSIONS = ["dense", "bm25", "rrf60", "weighted", "ungated", "sovseal"]
+PNG_METADATA = {"Software": None}  # no matplotlib version in the file: regenerating changes only what changed
+
+
+# -- formatting ---------------------------------------------------------------------------------------
+
+
+def f(value: float | None, digits: int = 2) -> str:
+    if value is None or (isinstance(value, float) and math.isnan(value)):
+        return "—"
+    return f"{value:,.{digits}f}"
+
+
+def ratio(a: float | None, b: float | None) -> str:
+    if not a or not b:
+        return "—"
+    return f"{a / b:.2f}×"
+
+
+def table(header: Sequence[str], rows: Sequence[Sequence[str]]) -> str:
+    lines = ["| " + " | ".join(header) + " |", "| " + " | ".join("---" for _ in header) + " |"]
+    lines += ["| " + " | ".join(row) + " |" for row in rows]
+    return "\n".join(lines)
+
+
+def provenance(run: dict[str, Any]) -> str:
+    """The line that says when, where and how a result was measured."""
+    m = run["machine"]
+    date = run["started"].replace("T", " ").replace("+00:00", " UTC")
+    load = f"{run['load_start'][0]:.2f} → {run['load_end'][0]:.2f}"
+    env = " (peer environment)" if run.get("peer_environment") else ""
+    quick = " **Quick sizes (`--quick`): a smoke run, not comparable with the targets.**" if run.get("quick") else ""
+    return (
+        f"*Latest run: {date}, {m['cores']} cores ({m['cpu']}), {m['ram_gib']} GiB RAM, 1-min load average "
+        f"{load} (start → end), {run['seconds']:.0f} s.* `{run['command']}`{env}.{quick}"
+    )
+
+
+def missing(name: str) -> str:
+    return f"*No result file for this section yet: `python bench/run_all.py --only {name}` makes one.*"
+
+
+def image(img: Path, name: str, alt: str) -> str:
+    return f"![{alt}](img/{name})"
+
+
+def save(fig: Any, img: Path, name: str) -> None:
+    img.mkdir(parents=True, exist_ok=True)
+    fig.tight_layout()
+    fig.savefig(img / name, dpi=110, metadata=PNG_METADATA)
+    plt.close(fig)
+
+
+def ecdf(ax: Any, samples: dict[str, list[float]], title: str, unit: str = "ms") -> None:
+    """Latency distributions as empirical CDFs on a log axis (several systems stay readable together)."""
+    for label, values in samples.items():
+        if not values:
+            continue
+        xs = sorted(values)
+        ys = [(i + 1) / len(xs) for i in range(len(xs))]
+        ax.step(xs, ys, where="post", label=f"{label} (p50 {statistics.median(xs):.2f})")
+    ax.set_xscale("log")
+    ax.xaxis.set_major_locator(LogLocator(subs=(1.0, 2.0, 5.0)))
+    ax.xaxis.set_major_formatter(FuncFormatter(lambda v, _: f"{v:g}"))
+    ax.xaxis.set_minor_formatter(NullFormatter())
+    ax.set_xlabel(f"latency ({unit}, log scale)")
+    ax.set_ylabel("fraction of calls ≤ x")
+    ax.axhline(0.5, color="grey", lw=0.5, ls=":")
+    ax.axhline(0.95, color="grey", lw=0.5, ls=":")
+    ax.set_title(title, fontsize=10)
+    ax.legend(fontsize=8, loc="lower right")
+    ax.grid(True, which="both", alpha=0.2)
+
+
+# -- sections ----------------------------------------------------------------------------------------
+
+
+def section_store(runs: dict[str, Any], img: Path) -> str:
+    run = runs.get("store")
+    if not run:
+        return missing("store")
+    r = run["results"]
+    a, b = r["sovseal"], r["lancedb"]
+    rows = [
+        ["sovseal `store` (sealed, fsync)", f(a["p50"], 3), f(a["p95"], 3), f(a["p99"], 3)],
+        ["plain LanceDB `add` (no fsync)", f(b["p50"], 3), f(b["p95"], 3), f(b["p99"], 3)],
+        ["LanceDB / sovseal", ratio(b["p50"], a["p50"]), ratio(b["p95"], a["p95"]), ratio(b["p99"], a["p99"])],
+    ]
+    met = "met" if a["p50"] <= 1 and a["p99"] <= 4 else "**not met**"
+    fig, ax = plt.subplots(figsize=(7, 3.6))
+    ecdf(ax, {"sovseal store": r["samples_ms"]["sovseal"], "plain LanceDB add": r["samples_ms"]["lancedb"]}, f"{r['n']:,} sequential stores")
+    save(fig, img, "store_latency.png")
+    return "\n\n".join(
+        [
+            provenance(run),
+            table([f"{r['n']:,} stores, ms", "p50", "p95", "p99"], rows),
+            f"Target p50 ≤ 1 ms and p99 ≤ 4 ms: {met} in this run.",
+            image(img, "store_latency.png", "Store latency distribution: sovseal against plain LanceDB"),
+        ]
+    )
+
+
+def _replication_block(run: dict[str, Any]) -> list[list[str]]:
+    r = run["results"]
+    t, lag, rest = r["throughput"], r["lag"], r["restore"]
+    return [
+        [f"throughput: {t['items']:,} items written offline, then drained", f"**{f(t['records_per_s'], 0)} records/s** ({f(t['drain_s'], 1)} s)", "≥ 2,000/s"],
+        [
+            f"lag store → server ack, {lag['achieved_rate']:.0f} stores/s for {r['seconds']:.0f} s",
+            f"p50 {f(lag['lag_ms']['p50'], 0)} ms, **p95 {f(lag['lag_ms']['p95'], 0)} ms**, max {f(lag['lag_ms']['max'], 0)} ms",
+            "p95 ≤ 1 s",
+        ],
+        ["`store()` latency while replicating", f"p50 {f(lag['store_ms']['p50'], 1)} ms, p95 {f(lag['store_ms']['p95'], 1)} ms", ""],
+        [f"restore {rest['records']:,} records (pull + verify + import)", f"{f(rest['pull_verify_import_s'], 1)} s", ""],
+        [
+            f"restore: embedding on the device ({rest['embedder']})",
+            f"{f(rest['embedding_s'], 1)} s, {rest['embedding_share'] * 100:.0f} % of the restore ({f(rest['embedding_texts_per_s'], 0)} texts/s)",
+            "bounded by embedding",
+        ],
+    ]
+
+
+def section_replication(runs: dict[str, Any], img: Path) -> str:
+    blocks = []
+    samples = {}
+    for name, label in (("replication", "SQLite server"), ("replication_postgres", "PostgreSQL server")):
+        run = runs.get(name)
+        if not run:
+            blocks.append(f"**{label}.** " + missing(name) + (" It needs `--postgres URL`." if "postgres" in name else ""))
+            continue
+        blocks.append(f"**{label}** ({run['results']['backend']}). " + provenance(run))
+        blocks.append(table(["figure", label, "target"], _replication_block(run)))
+        samples[label] = run["results"]["lag"]["samples"]["lag_ms"]
+    if samples:
+        fig, ax = plt.subplots(figsize=(7, 3.4))
+        ecdf(ax, samples, "store → server acknowledgement (steady rate)")
+        save(fig, img, "replication_lag.png")
+        blocks.append(image(img, "replication_lag.png", "Replication lag distribution"))
+    return "\n\n".join(blocks)
+
+
+def section_embed(runs: dict[str, Any], img: Path) -> str:
+    run = runs.get("embed")
+    if not run:
+        return missing("embed")
+    r = run["results"]
+    systems = r["systems"]
+    (ours_name, ours), (peer_name, peer) = list(systems.items())
+    targets = r["targets"]
+    rows = [
+        [name, f"{f(s['short_p50_ms'])} / {f(s['short_p95_ms'])}", f"{f(s['turn_p50_ms'])} / {f(s['turn_p95_ms'])}", f"{f(s['bulk_texts_per_s'], 0)} texts/s"]
+        for name, s in systems.items()
+    ]
+    rows.append(
+        [
+            "ratio sovseal / peer",
+            f"{ours['short_p50_ms'] / peer['short_p50_ms']:.2f}",
+            f"{ours['turn_p50_ms'] / peer['turn_p50_ms']:.2f}",
+            f"{ours['bulk_texts_per_s'] / peer['bulk_texts_per_s']:.2f}",
+        ]
+    )
+    rows.append(["target (issue 3)", f"≤ {targets['short p50 ms']}", f"≤ {targets['turn p50 ms']}", f"≥ {targets['bulk texts/s']:.0f} texts/s"])
+    cold, first = r["cold_start_s"], r["first_start_s"]
+    cold_rows = [
+        [f"model cached (median of {cold['runs']}; best {f(cold['best_total'], 3)})"] + [f(cold["median"][k], 3) for k in ("total", "runtime_imports", "import_sovseal", "embedder")],
+        ["first ever (builds the cache)"] + [f(first[k], 3) for k in ("total", "runtime_imports", "import_sovseal", "embedder")],
+        ["target (issue 3), model cached", f"≤ {targets['cold start s']}", "", "", ""],
+    ]
+    fig, axes = plt.subplots(1, 2, figsize=(10, 3.6))
+    for ax, kind, title in ((axes[0], "short", "short texts (≤ 12 tokens)"), (axes[1], "turn", "LoCoMo turns")):
+        ecdf(ax, {name: s[kind] for name, s in r["samples_ms"].items()}, f"one text per call: {title}")
+    save(fig, img, "embed_latency.png")
+    return "\n\n".join(
+        [
+            provenance(run),
+            table(
+                [f"{r['threads']} threads, best of {r['rounds']}", "short p50 / p95 ms", "LoCoMo turn p50 / p95 ms", f"bulk, {r['bulk_turns']:,} turns"],
+                rows,
+            ),
+            table(["fresh process to first vector", "total s", "numpy + onnxruntime + tokenizers import s", "`import sovseal` s", "`Embedder()` to vector s"], cold_rows),
+            image(img, "embed_latency.png", "Embedding latency distributions: sovseal against the int8 file"),
+        ]
+    )
+
+
+def section_langchain(runs: dict[str, Any], img: Path) -> str:
+    run = runs.get("langchain")
+    if not run:
+        return missing("langchain")
+    r = run["results"]
+    stores = r["stores"]
+    peers = {n: s for n, s in stores.items() if n != "sovseal" and isinstance(s, dict)}
+    best = max((s["docs_per_s"] for s in peers.values()), default=None)
+    rows = []
+    for name, s in stores.items():
+        if not isinstance(s, dict):
+            rows.append([name, s, "", "", "", ""])
+            continue
+        vs = "best" if peers and name != "sovseal" and s["docs_per_s"] == best else ratio(s["docs_per_s"], best) if name == "sovseal" else ""
+        rows.append([name, f"{f(s['ingest_s'], 1)} s", f(s["docs_per_s"], 1), vs, f(s["p50_ms"]), f(s["p95_ms"])])
+    fig, ax = plt.subplots(figsize=(7, 3.4))
+    ecdf(ax, {n: s["samples_ms"] for n, s in stores.items() if isinstance(s, dict)}, f"similarity_search(k={r['k']}), {r['queries']} questions")
+    save(fig, img, "langchain_search.png")
+    return "\n\n".join(
+        [
+            provenance(run),
+            table(["store", f"ingest, {r['docs']:,} LoCoMo turns", "docs/s", "sovseal vs better peer", "search p50 ms", "p95 ms"], rows),
+            "Target: ingest ≥ 90 % of the better peer (ratio ≥ 0.90×) and search p50 below both.",
+            image(img, "langchain_search.png", "LangChain similarity_search latency distributions"),
+        ]
+    )
+
+
+def section_langgraph(runs: dict[str, Any], img: Path) -> str:
+    run = runs.get("langgraph")
+    if not run:
+        return missing("langgraph")
+    r = run["results"]
+    sync, asyn = r["sync"], r["async"]
+    rows = []
+    for op in sync["sovseal"]:
+        rows.append(
+            [
+                op,
+                f(sync["sovseal"][op], 3),
+                f(sync["sqlite"][op], 3),
+                ratio(sync["sovseal"][op], sync["sqlite"][op]),
+                f(asyn["sovseal"].get(op), 3),
+                f(asyn["sqlite"].get(op), 3),
+                ratio(asyn["sovseal"].get(op), asyn["sqlite"].get(op)),
+            ]
+        )
+    ops = list(sync["sovseal"])
+    fig, ax = plt.subplots(figsize=(7.5, 3.4))
+    width = 0.38
+    xs = range(len(ops))
+    ax.bar([x - width / 2 for x in xs], [sync["sovseal"][o] / sync["sqlite"][o] for o in ops], width, label="sync: SovsealSaver / SqliteSaver")
+    ax.bar([x + width / 2 for x in xs], [asyn["sovseal"][o] / asyn["sqlite"][o] for o in ops], width, label="async: AsyncSovsealSaver / AsyncSqliteSaver")
+    ax.axhline(1.5, color="red", lw=1, ls="--", label="target: within 1.5×")
+    ax.axhline(1.0, color="grey", lw=0.5)
+    ax.set_xticks(list(xs), ops)
+    ax.set_yscale("log")
+    ax.set_ylabel("p50 ratio sovseal / SQLite (log)")
+    ax.set_title("LangGraph savers: p50 latency ratio per operation", fontsize=10)
+    ax.legend(fontsize=8)
+    save(fig, img, "langgraph_ratios.png")
+    return "\n\n".join(
+        [
+            provenance(run),
+            table(["operation (p50 ms)", "`SovsealSaver`", "`SqliteSaver`", "ratio", "`AsyncSovsealSaver`", "`AsyncSqliteSaver`", "ratio"], rows),
+            f"{r['n']} operations each, graph runs of {r['steps']} steps × {r['runs']}. Target: within 1.5× of the SQLite savers.",
+            image(img, "langgraph_ratios.png", "LangGraph saver p50 ratios against the SQLite savers"),
+        ]
+    )
+
+
+def section_llama_index(runs: dict[str, Any], img: Path) -> str:
+    run = runs.get("llama_index")
+    if not run:
+        return missing("llama_index")
+    r = run["results"]
+    stores = r["stores"]
+    rows = [[n, f(s["build_s"], 1), f(s["nodes_per_s"], 1), f(s["p50_ms"], 1), f(s["p95_ms"], 1), f(s["hit@10"])] for n, s in stores.items()]
+    s, peer = stores["sovseal"], stores["lancedb"]
+    fig, ax = plt.subplots(figsize=(7, 3.4))
+    ecdf(ax, {n: v["samples_ms"] for n, v in stores.items()}, f"retrieve(similarity_top_k=10), {r['queries']} questions")
+    save(fig, img, "llama_index_retrieve.png")
+    return "\n\n".join(
+        [
+            provenance(run),
+            table(["store", "build (s)", "nodes/s", "retrieve p50 (ms)", "p95 (ms)", "hit@10"], rows),
+            f"{r['turns']:,} turns. Build throughput sovseal / LanceDB: {ratio(s['nodes_per_s'], peer['nodes_per_s'])} "
+            f"(target ≥ 0.90×); retrieval p50 sovseal / LanceDB: {ratio(s['p50_ms'], peer['p50_ms'])} (target < 1).",
+            image(img, "llama_index_retrieve.png", "LlamaIndex retrieval latency distributions"),
+        ]
+    )
+
+
+def _locomo_rows(split: str, results: dict[str, Any]) -> list[list[str]]:
+    rows = []
+    for i, fusion in enumerate(x for x in FUSIONS if x in results):
+        m = results[fusion]
+        bold = (lambda v: f"**{v}**") if fusion == "sovseal" else (lambda v: v)
+        label = f"{split} ({int(m['queries'])} q)" if i == 0 else ""
+        rows.append([label, bold(fusion)] + [bold(f(m[k], 3)) for k in ("R@1", "R@5", "R@10", "MRR")])
+    return rows
+
+
+def section_recall_quality_locomo(runs: dict[str, Any], img: Path) -> str:
+    found = [(split, runs[name]) for split, name in (("dev", "recall_quality_dev"), ("test", "recall_quality_test")) if name in runs and "locomo" in runs[name]["results"]]
+    if not found:
+        return missing("recall_quality_dev,recall_quality_test")
+    blocks = [f"**{split} split.** " + provenance(run) for split, run in found]
+    rows = [row for split, run in found for row in _locomo_rows(split, run["results"]["locomo"])]
+    blocks.append(table(["split", "fusion", "R@1", "R@5", "R@10", "MRR"], rows))
+    test = dict(found).get("test")
+    if test:
+        r10 = test["results"]["locomo"]["sovseal"]["R@10"]
+        base = test["results"]["locomo"].get("rrf60", {}).get("R@10")
+        verdict = "met" if r10 >= 0.70 else "**not met**"
+        against = f"; against the RRF baseline {r10 - base:+.3f}" if base is not None else ""
+        blocks.append(f"Target: R@10 ≥ 0.70 on the held-out test split with no LLM: {f(r10, 3)}, {verdict}{against}.")
+    fig, axes = plt.subplots(1, len(found), figsize=(5.2 * len(found), 3.8), squeeze=False)
+    for ax, (split, run) in zip(axes[0], found, strict=True):
+        res = run["results"]["locomo"]
+        fusions = [x for x in FUSIONS if x in res]
+        width = 0.8 / 3
+        for j, k in enumerate(("R@1", "R@5", "R@10")):
+            ax.bar([i + (j - 1) * width for i in range(len(fusions))], [res[x][k] for x in fusions], width, label=k)
+        if split == "test":
+            ax.axhline(0.70, color="red", lw=1, ls="--", label="target R@10 ≥ 0.70")
+        ax.set_xticks(range(len(fusions)), fusions, fontsize=8)
+        ax.set_ylim(0, 1)
+        ax.set_ylabel("evidence recall")
+        ax.set_title(f"LoCoMo {split} split: sovseal against the baselines", fontsize=10)
+        ax.legend(fontsize=7, loc="upper left")
+        ax.grid(True, axis="y", alpha=0.2)
+    save(fig, img, "locomo_recall.png")
+    blocks.append(image(img, "locomo_recall.png", "LoCoMo recall@k: sovseal against dense, BM25 and RRF baselines"))
+    return "\n\n".join(blocks)
+
+
+def section_recall_quality_beir(runs: dict[str, Any], img: Path) -> str:
+    run = next((runs[n] for n in ("recall_quality_dev", "recall_quality_test") if n in runs and {"scifact", "cranfield"} & set(runs[n]["results"])), None)
+    if not run:
+        return missing("recall_quality_dev")
+    res = run["results"]
+    names = {"scifact": "SciFact test", "cranfield": "Cranfield"}
+    targets = {"scifact": "≥ 0.70", "cranfield": "—"}
+    rows = []
+    for ds in ("scifact", "cranfield"):
+        if ds not in res:
+            continue
+        m = res[ds]
+        cells = [f(m[x]["nDCG@10"], 3) if x in m else "—" for x in FUSIONS]
+        cells[-1] = f"**{cells[-1]}**"
+        rows.append([f"{names[ds]} ({int(next(iter(m.values()))['queries'])} queries)"] + cells + [targets[ds]])
+    return "\n\n".join([provenance(run), table(["dataset (nDCG@10)"] + FUSIONS[:-1] + ["**sovseal**", "target"], rows)])
+
+
+def section_recall_latency(runs: dict[str, Any], img: Path) -> str:
+    found = [runs[n] for n in ("recall_latency_10k", "recall_latency_100k") if n in runs]
+    if not found:
+        return missing("recall_latency_10k,recall_latency_100k")
+    systems = ["query embedding", "sovseal", "sovseal-dense", "langchain-lancedb", "chroma"]
+    blocks, rows, other, panels = [], [], [], []
+    for run in found:
+        blocks.append(provenance(run))
+        r = run["results"]
+        for size in (k for k in r if k.isdigit()):
+            res = r[size]
+            lat = res["latency_ms"]
+            rows.append(
+                [f"{int(size):,} (load {res['load_before'][0]:.1f})"]
+                + [f"{f(lat[s]['p50'])} / {f(lat[s]['p95'])}" if s in lat else "—" for s in systems]
+            )
+            sov = res["sovseal"]
+            peers = ", ".join(f"{p} {f(res[p]['ingest_s'], 0)} s" for p in ("chroma", "langchain-lancedb") if p in res)
+            other.append(
+                f"- {int(size):,} records: sovseal ingest {f(sov.get('ingest_s'), 0)} s (one by one; {peers}); open + catalog load "
+                f"{f(sov['open_s'], 1)} s; vector search recall@10 against exact {f(sov['ann_recall@10'], 3)} (IVF in use: {sov['ivf']})."
+            )
+            if "samples_ms" in res:
+                panels.append((int(size), res["samples_ms"]))
+    blocks.append(table(["records (load at start)"] + [f"{s} p50 / p95" for s in systems], rows))
+    blocks.append("\n".join(other))
+    blocks.append("Targets: sovseal p50 ≤ 5 ms at 10k and ≤ 12 ms at 100k, and faster than both peers.")
+    if panels:
+        fig, axes = plt.subplots(1, len(panels), figsize=(6 * len(panels), 3.8), squeeze=False)
+        for ax, (size, samples) in zip(axes[0], panels, strict=True):
+            ecdf(ax, samples, f"recall k=10 at {size:,} records (query embedding included)")
+        save(fig, img, "recall_latency.png")
+        blocks.append(image(img, "recall_latency.png", "Recall latency distributions against LangChain LanceDB and Chroma"))
+    return "\n\n".join(blocks)
+
+
+def section_recall_ann(runs: dict[str, Any], img: Path) -> str:
+    run = runs.get("recall_ann")
+    if not run:
+        return ""
+    a = run["results"]["ann_check"]
+    return "\n\n".join(
+        [
+            "**IVF against exact search** (`--ann-check`, real MiniLM vectors only). " + provenance(run),
+            table(
+                ["vectors", "lists", "build s", "recall@10 vs exact", "IVF search p50 ms", "exact p50 ms"],
+                [[f"{a['vectors']:,}", str(a["lists"]), f(a["build_s"], 1), f(a["recall@10"], 3), f(a["ivf_ms"]["p50"]), f(a["exact_ms"]["p50"])]],
+            ),
+        ]
+    )
+
+
+def throughput_plot(runs: dict[str, Any], img: Path) -> str:
+    """One figure: sovseal's throughput against its peers, one panel per benchmark that has one."""
+    panels: list[tuple[str, str, dict[str, float]]] = []
+    if "embed" in runs:
+        s = runs["embed"]["results"]["systems"]
+        panels.append(("embedder, bulk", "texts/s", {n.split(" (")[0].split(":")[0]: v["bulk_texts_per_s"] for n, v in s.items()}))
+    if "langchain" in runs:
+        st = runs["langchain"]["results"]["stores"]
+        panels.append(("LangChain add_documents", "docs/s", {n: v["docs_per_s"] for n, v in st.items() if isinstance(v, dict)}))
+    if "llama_index" in runs:
+        st = runs["llama_index"]["results"]["stores"]
+        panels.append(("LlamaIndex index build", "nodes/s", {n: v["nodes_per_s"] for n, v in st.items()}))
+    if "store" in runs:
+        r = runs["store"]["results"]
+        panels.append(("single-record writes (1 / p50)", "writes/s", {"sovseal": 1000 / r["sovseal"]["p50"], "plain LanceDB": 1000 / r["lancedb"]["p50"]}))
+    if not panels:
+        return ""
+    fig, axes = plt.subplots(1, len(panels), figsize=(3.3 * len(panels), 3.4), squeeze=False)
+    for ax, (title, unit, values) in zip(axes[0], panels, strict=True):
+        names = list(values)
+        colors = ["tab:green" if n.startswith("sovseal") else "tab:grey" for n in names]
+        ax.bar(range(len(names)), [values[n] for n in names], color=colors)
+        ax.set_xticks(range(len(names)), names, fontsize=8, rotation=15)
+        ax.set_ylabel(unit)
+        ax.set_title(title, fontsize=9)
+        for i, n in enumerate(names):
+            ax.annotate(f"{values[n]:,.0f}", (i, values[n]), ha="center", va="bottom", fontsize=8)
+        ax.margins(y=0.15)
+    save(fig, img, "throughput.png")
+    return "## Throughput against peers\n\n" + image(img, "throughput.png", "Throughput of sovseal against its peers") + (
+        "\n\nGreen: sovseal; grey: its peers in the same run (see each section for the date and load)."
+    )
+
+
+SECTIONS: dict[str, Callable[[dict[str, Any], Path], str]] = {
+    "store": section_store,
+    "replication": section_replication,
+    "embed": section_embed,
+    "langchain": section_langchain,
+    "langgraph": section_langgraph,
+    "llama_index": section_llama_index,
+    "recall_quality_locomo": section_recall_quality_locomo,
+    "recall_quality_beir": section_recall_quality_beir,
+    "recall_latency": section_recall_latency,
+    "recall_ann": section_recall_ann,
+}
+
+
+def runs_table(runs: dict[str, Any]) -> str:
+    if not runs:
+        return "*No result files yet: run `python bench/run_all.py`.*"
+    machines = {json.dumps(r["machine"], sort_keys=True) for r in runs.values()}
+    rows = [
+        [
+            f"`{name}`",
+            r["started"].replace("T", " ").replace("+00:00", " UTC"),
+            f"{r['seconds']:.0f} s",
+            f"{r['load_start'][0]:.2f} → {r['load_end'][0]:.2f}",
+            "quick" if r.get("quick") else "full",
+        ]
+        for name, r in sorted(runs.items(), key=lambda kv: kv[1]["started"])
+    ]
+    head = "The result files behind this page:"
+    if len(machines) == 1:
+        m = next(iter(runs.values()))["machine"]
+        head = (
+            f"Machine of these runs: {m['cores']} cores ({m['cpu']}), {m['ram_gib']} GiB RAM, {m['platform']}. "
+            + head
+        )
+    return head + "\n\n" + table(["result", "started", "took", "1-min load average (start → end)", "sizes"], rows)
+
+
+def load_runs(results: Path) -> dict[str, Any]:
+    return {p.stem: json.loads(p.read_text()) for p in sorted(results.glob("*.json"))}
+
+
+def render(results: Path, out: Path, img: Path) -> str:
+    """Write the page (and its images) from the result files in ``results``; returns the markdown."""
+    runs = load_runs(results)
+    text = TEMPLATE.read_text()
+    text = text.replace("{{runs}}", runs_table(runs))
+    text = text.replace("{{throughput}}", throughput_plot(runs, img))
+    for name, make in SECTIONS.items():
+        text = text.replace("{{latest:" + name + "}}", make(runs, img))
+    leftover = re.findall(r"\{\{[^}]*\}\}", text)
+    if leftover:
+        raise ValueError(f"unknown markers in {TEMPLATE.name}: {leftover}")
+    text = re.sub(r"\n{3,}", "\n\n", text).rstrip("\n") + "\n"
+    out.parent.mkdir(parents=True, exist_ok=True)
+    out.write_text(text)
+    return text
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--results", type=Path, default=ROOT / "bench" / "results")
+    parser.add_argument("--out", type=Path, default=ROOT / "docs" / "benchmarks.md")
+    parser.add_argument("--img", type=Path, default=ROOT / "docs" / "img")
+    args = parser.parse_args()
+    render(args.results, args.out, args.img)
+    print(f"wrote {args.out} and the images in {args.img}")
+
+
+if __name__ == "__main__":
+    main()
