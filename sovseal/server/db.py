@@ -174,6 +174,11 @@ class PostgresDatabase(Database):
     def reader(self) -> Iterator[Tx]:
         yield _PgTx(self._live())
 
+    def encrypt_password(self, role: str, password: str) -> str:
+        """The SCRAM verifier of ``password``, computed by libpq here, so the clear text is never sent or logged."""
+        conn = self._live()
+        return bytes(conn.pgconn.encrypt_password(password.encode(), role.encode(), b"scram-sha-256")).decode("ascii")
+
 
 def open_database(url: str | Path) -> Database:
     """``postgresql://…`` (or ``postgres://``) opens PostgreSQL; ``sqlite:///path`` or a plain path opens SQLite."""

@@ -17,10 +17,14 @@ from pathlib import Path
 import uvicorn
 
 from .app import Limits, create_app
-from .db import open_database
+from .db import PostgresDatabase, open_database
+from .schema import Role, Roles
 from .storage import Storage
 
 DEFAULT_DATABASE_ENV = "SOVSEAL_SERVER_DATABASE"
+#: PostgreSQL least privilege: pushes connect with this URL (the writer role), pulls with the next (the reader).
+WRITER_URL_ENV = "SOVSEAL_SERVER_WRITER_URL"
+READER_URL_ENV = "SOVSEAL_SERVER_READER_URL"
 
 
 def default_database() -> str:
@@ -28,15 +32,57 @@ def default_database() -> str:
     return os.environ.get(DEFAULT_DATABASE_ENV) or str(Path.home() / ".sovseal-server" / "replication.sqlite3")
 
 
-def open_storage(database: str | Path | None = None) -> Storage:
-    """Storage over a database URL or SQLite path, schema created if missing."""
-    storage = Storage(open_database(database or default_database()))
-    storage.migrate()
+def _role(url: str, what: str) -> Role:
+    """The role (user and, if the URL holds one, password) a postgresql:// URL logs in as."""
+    from psycopg.conninfo import conninfo_to_dict
+
+    if not url.startswith(("postgresql://", "postgres://")):
+        raise ValueError(f"the {what} URL must be a postgresql:// URL (least-privilege roles exist on PostgreSQL only)")
+    info = conninfo_to_dict(url)
+    if not info.get("user"):
+        raise ValueError(f"the {what} URL must name its role: postgresql://<role>[:password]@host/db")
+    password = info.get("password")
+    return Role(str(info["user"]), str(password) if password is not None else None)
+
+
+def open_storage(database: str | Path | None = None, *, writer: str | None = None, reader: str | None = None) -> Storage:
+    """Storage over a database URL or SQLite path, schema created or upgraded if needed.
+
+    With ``writer`` and ``reader`` (default: ``$SOVSEAL_SERVER_WRITER_URL`` and
+    ``$SOVSEAL_SERVER_READER_URL``) the server runs on PostgreSQL under two roles: pushes and key
+    changes connect as the writer, pulls and authorization look-ups as the reader. ``database``
+    is then the *owner's* URL, used only to migrate and grant (and to set the roles' passwords when
+    their URLs carry one); without it the schema must already be current.
+    """
+    writer = writer if writer is not None else os.environ.get(WRITER_URL_ENV) or None
+    reader = reader if reader is not None else os.environ.get(READER_URL_ENV) or None
+    if not writer and not reader:
+        storage = Storage(open_database(database or default_database()))
+        storage.migrate()
+        return storage
+    if not (writer and reader):
+        raise ValueError(f"least privilege needs both roles: set {WRITER_URL_ENV} and {READER_URL_ENV} (or neither)")
+    roles = Roles(reader=_role(reader, "reader"), writer=_role(writer, "writer"))
+    owner_url = str(database) if database else os.environ.get(DEFAULT_DATABASE_ENV)
+    if owner_url:
+        owner = open_database(owner_url)
+        try:
+            if not isinstance(owner, PostgresDatabase):
+                raise ValueError("with reader/writer roles, --database must be the owner's postgresql:// URL (or unset)")
+            Storage(owner).migrate(roles)
+        finally:
+            owner.close()
+    storage = Storage(open_database(writer), reader=open_database(reader), owner=False)
+    try:
+        storage.migrate()  # a check only: these roles cannot change the schema
+    except BaseException:
+        storage.close()
+        raise
     return storage
 
 
 def serve(database: str | None, host: str, port: int, limits: Limits | None = None, log_level: str = "info") -> None:
-    """Serve until interrupted (what ``sovseal serve`` runs)."""
+    """Serve until interrupted (what ``sovseal serve`` runs); the role URLs come from the environment."""
     app = create_app(open_storage(database), limits)
     uvicorn.run(app, host=host, port=port, log_level=log_level, server_header=False, proxy_headers=False)
 
@@ -54,8 +100,16 @@ def reserve_port(host: str = "127.0.0.1") -> socket.socket:
 class ServerThread:
     """The real server (uvicorn + the app) in a background thread, on a loopback socket."""
 
-    def __init__(self, database: str | Path, *, limits: Limits | None = None, sock: socket.socket | None = None) -> None:
-        self.storage = open_storage(database)
+    def __init__(
+        self,
+        database: str | Path | None,
+        *,
+        limits: Limits | None = None,
+        sock: socket.socket | None = None,
+        writer: str | None = None,
+        reader: str | None = None,
+    ) -> None:
+        self.storage = open_storage(database, writer=writer, reader=reader)
         self.app = create_app(self.storage, limits)
         self.sock = sock or reserve_port()
         host, port = self.sock.getsockname()[:2]

@@ -32,31 +32,12 @@ from dataclasses import dataclass
 from typing import Literal, TypeVar
 
 from ..replication.protocol import API_KEY_PREFIX
+from . import schema
 from .db import Database, Tx
 from .validate import Item
 
-SCHEMA_VERSION = 1
 T = TypeVar("T")
 _CHUNK = 400  # ids per IN (...) list: far below SQLite's host-parameter limit
-
-_SCHEMA = [
-    "CREATE TABLE IF NOT EXISTS sovseal_meta (name TEXT PRIMARY KEY, value TEXT NOT NULL)",
-    """CREATE TABLE IF NOT EXISTS api_keys (
-        key_hash TEXT PRIMARY KEY, project TEXT, label TEXT NOT NULL,
-        created_at DOUBLE PRECISION NOT NULL, revoked INTEGER NOT NULL DEFAULT 0)""",
-    """CREATE TABLE IF NOT EXISTS projects (
-        project TEXT PRIMARY KEY, next_seq BIGINT NOT NULL, next_hold BIGINT NOT NULL, held_count BIGINT NOT NULL)""",
-    """CREATE TABLE IF NOT EXISTS items (
-        project TEXT NOT NULL, seq BIGINT NOT NULL, id TEXT NOT NULL, kind TEXT NOT NULL,
-        digest TEXT NOT NULL, body TEXT NOT NULL, received_at DOUBLE PRECISION NOT NULL,
-        PRIMARY KEY (project, seq), UNIQUE (project, id))""",
-    "CREATE TABLE IF NOT EXISTS branches (project TEXT NOT NULL, branch TEXT NOT NULL, PRIMARY KEY (project, branch))",
-    """CREATE TABLE IF NOT EXISTS held (
-        project TEXT NOT NULL, hseq BIGINT NOT NULL, id TEXT NOT NULL, after_id TEXT NOT NULL,
-        kind TEXT NOT NULL, parent TEXT NOT NULL, branch TEXT NOT NULL, digest TEXT NOT NULL,
-        body TEXT NOT NULL, received_at DOUBLE PRECISION NOT NULL,
-        PRIMARY KEY (project, hseq), UNIQUE (project, id))""",
-]
 
 AuthResult = Literal["ok", "unknown", "forbidden"]
 
@@ -110,8 +91,15 @@ def _chunks(values: Sequence[T]) -> Iterable[Sequence[T]]:
 class Storage:
     """The server's state in one :class:`Database`."""
 
-    def __init__(self, db: Database, *, auth_ttl: float = 5.0) -> None:
+    def __init__(self, db: Database, *, reader: Database | None = None, owner: bool = True, auth_ttl: float = 5.0) -> None:
+        """``db`` takes every write; ``reader`` (default: ``db``) every read that needs no transaction.
+
+        On PostgreSQL with least privilege, ``db`` connects as the writer role, ``reader`` as the
+        reader role and ``owner`` is False: such a server never migrates, it checks the schema.
+        """
         self.db = db
+        self.reads = reader or db
+        self.owner = owner
         self.auth_ttl = auth_ttl
         self._auth_cache: dict[str, tuple[str, float]] = {}  # key hash -> (project, valid until)
 
@@ -119,17 +107,17 @@ class Storage:
     def backend(self) -> str:
         return self.db.backend
 
-    def migrate(self) -> None:
-        with self.db.transaction() as tx:
-            for statement in _SCHEMA:
-                tx.execute(statement)
-            tx.execute(
-                "INSERT INTO sovseal_meta (name, value) VALUES ('schema', ?) ON CONFLICT (name) DO NOTHING",
-                (str(SCHEMA_VERSION),),
-            )
+    def migrate(self, roles: schema.Roles | None = None) -> None:
+        """Create or upgrade the schema and grant the roles (owner); else check it is current."""
+        if self.owner:
+            schema.migrate(self.db, roles)
+        else:
+            schema.check(self.reads)
 
     def close(self) -> None:
         self.db.close()
+        if self.reads is not self.db:
+            self.reads.close()
 
     # -- API keys --------------------------------------------------------------------------
 
@@ -164,7 +152,7 @@ class Storage:
         takes effect within that time; in this one at once), so a busy client costs no extra query.
         """
         key_hash = hash_api_key(key)
-        with self.db.reader() as tx:
+        with self.reads.reader() as tx:
             rows = tx.execute("SELECT project, revoked FROM api_keys WHERE key_hash = ?", (key_hash,))
         if not rows or rows[0][1]:
             return "unknown"
@@ -203,7 +191,7 @@ class Storage:
         wanted = [(i, 1) for i in sorted(ids)] + [(i, 0) for i in sorted(held_ids)] + [(b, 2) for b in sorted(branches)]
         sources = {
             1: "SELECT id, digest, 1 FROM items WHERE project = ? AND id IN ({})",
-            0: "SELECT id, digest, 0 FROM held WHERE project = ? AND id IN ({})",
+            0: "SELECT id, digest, 0 FROM held WHERE project = ? AND released = 0 AND id IN ({})",
             2: "SELECT branch, '', 2 FROM branches WHERE project = ? AND branch IN ({})",
         }
         for chunk in _chunks(wanted):
@@ -304,7 +292,7 @@ class Storage:
     def _release(self, tx: Tx, acceptor: _Acceptor) -> set[str]:
         """Accept every held item that has become ready, in arrival order, until none is."""
         rows = tx.execute(
-            "SELECT id, after_id, kind, parent, branch, digest, body FROM held WHERE project = ? ORDER BY hseq",
+            "SELECT id, after_id, kind, parent, branch, digest, body FROM held WHERE project = ? AND released = 0 ORDER BY hseq",
             (acceptor.project,),
         )
         if not rows:
@@ -326,31 +314,32 @@ class Storage:
         done = sorted(released)
         for chunk in _chunks(done):
             marks = ",".join("?" * len(chunk))
-            tx.execute(f"DELETE FROM held WHERE project = ? AND id IN ({marks})", (acceptor.project, *chunk))
+            # Marked, never deleted (no role may delete); the body now lives in items, so drop the copy.
+            tx.execute(f"UPDATE held SET released = 1, body = '' WHERE project = ? AND id IN ({marks})", (acceptor.project, *chunk))
         return released
 
     # -- pull and facts ----------------------------------------------------------------------
 
     def pull(self, project: str, cursor: int, limit: int) -> PullPage:
         """Accepted items after ``cursor``, in acceptance order."""
-        with self.db.reader() as tx:
+        with self.reads.reader() as tx:
             rows = tx.execute(
                 "SELECT seq, body FROM items WHERE project = ? AND seq > ? ORDER BY seq LIMIT ?", (project, cursor, limit)
             )
             counters = tx.execute("SELECT next_seq FROM projects WHERE project = ?", (project,))
-            held = tx.execute("SELECT COUNT(*) FROM held WHERE project = ?", (project,))[0][0]
+            held = tx.execute("SELECT COUNT(*) FROM held WHERE project = ? AND released = 0", (project,))[0][0]
         last = int(counters[0][0]) - 1 if counters else 0
         return PullPage([(int(seq), str(body)) for seq, body in rows], last, int(held))
 
     def counts(self, project: str) -> dict[str, int]:
         """Items accepted and held for a project (for tests, health and operators)."""
-        with self.db.reader() as tx:
+        with self.reads.reader() as tx:
             items = tx.execute("SELECT COUNT(*), COUNT(DISTINCT id) FROM items WHERE project = ?", (project,))[0]
-            held = tx.execute("SELECT COUNT(*) FROM held WHERE project = ?", (project,))[0][0]
+            held = tx.execute("SELECT COUNT(*) FROM held WHERE project = ? AND released = 0", (project,))[0][0]
         return {"items": int(items[0]), "distinct": int(items[1]), "held": int(held)}
 
     def ping(self) -> None:
-        with self.db.reader() as tx:
+        with self.reads.reader() as tx:
             tx.execute("SELECT 1")
 
 
