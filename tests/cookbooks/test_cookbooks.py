@@ -1,0 +1,57 @@
+"""Every notebook in cookbooks/ runs top to bottom in a fresh ``python3`` kernel, so a broken cookbook
+fails the suite. The glob picks up new notebooks without a change here.
+
+Each runs with its own working directory (cookbooks/, so relative paths work as they do for a reader)
+and an environment a reader's shell would have, minus their store: ``SOVSEAL_HOME`` points at a
+temporary directory and ``SOVSEAL_MODEL_DIR`` at the model built once for the session, so no notebook
+can reach the developer's home or keychain, and the model is not rebuilt per notebook.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import nbformat
+import pytest
+from nbclient import NotebookClient
+
+from tests.cli.support import clean_env
+
+COOKBOOKS = Path(__file__).resolve().parents[2] / "cookbooks"
+NOTEBOOKS = sorted(COOKBOOKS.glob("*.ipynb"))
+#: Seconds any one cell may take on a loaded 2-core machine (a whole notebook takes far less).
+CELL_TIMEOUT = 120
+
+
+def test_there_are_cookbooks() -> None:
+    assert len(NOTEBOOKS) >= 7, NOTEBOOKS
+
+
+@pytest.mark.parametrize("notebook", NOTEBOOKS, ids=lambda p: p.stem)
+def test_committed_without_outputs(notebook: Path) -> None:
+    nb = nbformat.read(notebook, as_version=4)
+    nbformat.validate(nb)
+    for cell in nb.cells:
+        if cell.cell_type == "code":
+            assert cell.outputs == [] and cell.execution_count is None, f"{notebook.name}: clear the outputs before committing"
+    assert nb.metadata["kernelspec"]["name"] == "python3"
+
+
+@pytest.mark.parametrize("notebook", NOTEBOOKS, ids=lambda p: p.stem)
+def test_runs_top_to_bottom(notebook: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    nb = nbformat.read(notebook, as_version=4)
+    # The kernel inherits this process's environment: the reader's, with sovseal pointed away from their home.
+    for name, value in clean_env(tmp_path / "home").items():
+        monkeypatch.setenv(name, value)
+    monkeypatch.delenv("SOVSEAL_KEY_FALLBACK")  # the notebooks pass their keys explicitly
+    for name in ("SOVSEAL_ENDPOINT", "SOVSEAL_API_KEY", "SOVSEAL_PROJECT"):
+        monkeypatch.delenv(name, raising=False)
+    client = NotebookClient(
+        nb,
+        kernel_name="python3",
+        timeout=CELL_TIMEOUT,
+        resources={"metadata": {"path": str(COOKBOOKS)}},
+    )
+    client.execute()  # raises CellExecutionError, with the failing cell and its traceback
+    home = tmp_path / "home"
+    assert not home.exists() or not any(home.iterdir()), "the notebook wrote to SOVSEAL_HOME; keep to its temporary directory"
