@@ -70,6 +70,14 @@ class StoreClosedError(SovsealError):
     """The store was used after ``close()``."""
 
 
+class StorageError(SovsealError, OSError):
+    """The disk refused a write or an fsync (full, read-only, I/O error); ``errno`` says which.
+
+    Nothing half-written is left behind: the journal is cut back to its last durable frame, so the
+    store reopens and verifies. Free space or fix the disk, then retry the call.
+    """
+
+
 class ReplicationError(SovsealError):
     """The replication server refused a request, or could not be reached for a pull.
 
@@ -86,3 +94,22 @@ class ReplicationError(SovsealError):
         self.code = code
         self.ids = list(ids or [])
         self.retryable = retryable
+
+
+class AnonymizerUnavailableError(SovsealError):
+    """The anonymizer cannot run: Presidio is not installed, or a configured NER model cannot load.
+
+    Install the extra with ``pip install "sovseal[anonymize]"``; for a NER model, install its wheel or
+    point ``SOVSEAL_NER_MODEL`` at a saved spaCy pipeline (``none`` runs without NER).
+    """
+
+
+class UnknownSessionError(InvalidInputError, KeyError):
+    """An anonymization session id is unknown, expired, or was already used by ``deanonymize``.
+
+    Token maps live in memory only and are discarded after deanonymization or their time-to-live:
+    anonymize the message again to start a new session.
+    """
+
+    def __str__(self) -> str:
+        return str(self.args[0]) if self.args else ""

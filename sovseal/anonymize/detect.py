@@ -1,0 +1,205 @@
+"""Layered detection (seed 004): patterns → named entities → identity facts → CamelCase.
+
+One Presidio ``AnalyzerEngine`` runs every layer in one pass over the text. It is built once, on
+first use, and reused: building it imports Presidio and spaCy (about two seconds), a call on a
+short message then takes milliseconds. Overlapping detections are merged into one span covering
+all of them, so every character any layer flagged is hidden; the span keeps the label of the longest
+detection, and between equally long ones of the most specific layer (identity fact > pattern > named
+entity > CamelCase): an e-mail address holding the employer's name stays an EMAIL_ADDRESS.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+import threading
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass
+from typing import Any
+
+from ..errors import AnonymizerUnavailableError
+from . import nlp
+
+__all__ = ["NER_ENTITIES", "SCORE_THRESHOLD", "Detector", "Span"]
+
+#: The named-entity labels anonymized (Presidio's names for spaCy's PERSON, ORG, GPE/LOC/FAC, NORP).
+#: Dates, numbers and products are left alone: they carry the meaning of a message, not who it is about.
+NER_ENTITIES = ("PERSON", "ORGANIZATION", "LOCATION", "NRP")
+#: spaCy labels dropped before mapping, so Presidio does not warn about them on every call.
+_IGNORED_LABELS = ("CARDINAL", "ORDINAL", "QUANTITY", "MONEY", "PERCENT", "DATE", "TIME", "EVENT", "WORK_OF_ART", "LAW", "LANGUAGE", "PRODUCT")
+#: Below this Presidio score a detection is dropped. Checksummed and validated patterns score 1.0,
+#: phone numbers 0.4, unvalidated shapes (a bare domain-like word) 0.5 or less, NER 0.85.
+SCORE_THRESHOLD = 0.4
+_INSTALL = 'the anonymizer needs Microsoft Presidio: pip install "sovseal[anonymize]"'
+
+_PRIORITY_PATTERN, _PRIORITY_NER, _PRIORITY_CAMEL = 3, 2, 1
+_PRIORITY_IDENTITY = 4
+
+
+@dataclass(frozen=True, slots=True)
+class Span:
+    """``text[start:end]`` is sensitive; ``label`` names what it is (``PERSON``, ``EMAIL_ADDRESS``, ...)."""
+
+    start: int
+    end: int
+    label: str
+
+
+class _QuietBelowWarning(logging.Filter):
+    """Presidio's DEBUG lines quote words around each detection (its context enhancer's "Context
+    list is: ..."); the anonymizer's promise is that message text never reaches a log."""
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        return record.levelno >= logging.WARNING
+
+
+class Detector:
+    """Finds the sensitive spans of a text. Thread-safe; the analyzer is built on first use.
+
+    ``ner_model``: a spaCy package name or a saved pipeline directory (default: ``SOVSEAL_NER_MODEL``,
+    else an installed English model, else none; see :mod:`sovseal.anonymize.nlp`). ``allow``: words
+    never anonymized (exact match), e.g. product names the CamelCase layer would otherwise take.
+    """
+
+    def __init__(
+        self,
+        *,
+        ner_model: str | os.PathLike[str] | None = None,
+        allow: Iterable[str] = (),
+        camel_case: bool = True,
+    ) -> None:
+        self._ner_setting = ner_model
+        self._allow = sorted(set(allow))
+        self._camel_case = camel_case
+        self._lock = threading.Lock()
+        self._analyzer: Any = None
+        self._ner_name: str | None = None
+        self._identity_cache: tuple[Any, list[Any]] | None = None
+
+    @property
+    def ner_model(self) -> str | None:
+        """The NER pipeline in use (package, path or ``blank:en``), None before the first build."""
+        return self._ner_name
+
+    def ready(self) -> None:
+        """Build the analyzer now (imports Presidio and spaCy, loads the NER model if any)."""
+        with self._lock:
+            if self._analyzer is None:
+                self._analyzer = self._build()
+
+    def _build(self) -> Any:
+        try:
+            from presidio_analyzer import AnalyzerEngine, RecognizerRegistry
+            from presidio_analyzer.nlp_engine import NerModelConfiguration, SpacyNlpEngine
+            from presidio_analyzer.predefined_recognizers import SpacyRecognizer
+
+            from . import recognizers
+        except ImportError as exc:
+            raise AnonymizerUnavailableError(f"{_INSTALL} ({exc})") from exc
+
+        logging.getLogger("presidio-analyzer").addFilter(_QuietBelowWarning())
+        pipeline = nlp.load(nlp.choose(self._ner_setting))
+        config = NerModelConfiguration(
+            labels_to_ignore=list(_IGNORED_LABELS),
+            low_score_entity_names=[],
+            model_to_presidio_entity_mapping={
+                **NerModelConfiguration().model_to_presidio_entity_mapping,
+                "FAC": "LOCATION",
+            },
+        )
+        # Loaded here, handed over loaded: Presidio's own load() would download a missing model.
+        engine = SpacyNlpEngine(models=[{"lang_code": "en", "model_name": pipeline.name}], ner_model_configuration=config)
+        engine.nlp = {"en": pipeline.nlp}
+
+        layers = recognizers.pattern_recognizers()
+        if pipeline.has_ner:
+            layers.append(SpacyRecognizer(supported_language="en", supported_entities=list(NER_ENTITIES)))
+        if self._camel_case:
+            layers.append(recognizers.camel_case_recognizer())
+        registry = RecognizerRegistry(recognizers=layers, supported_languages=["en"])
+        analyzer = AnalyzerEngine(registry=registry, nlp_engine=engine, supported_languages=["en"])
+        self._ner_name = pipeline.name
+        return analyzer
+
+    def _identity_recognizers(self, facts: Mapping[str, Iterable[str]]) -> list[Any]:
+        """Compiled once per distinct set of facts (they change only when the store's HEAD does)."""
+        from . import recognizers
+
+        key = tuple(sorted((label, tuple(sorted(set(terms)))) for label, terms in facts.items()))
+        cached = self._identity_cache
+        if cached is None or cached[0] != key:
+            cached = (key, recognizers.identity_recognizers(dict(key)))
+            self._identity_cache = cached
+        return cached[1]
+
+    def find(self, text: str, identity: Mapping[str, Iterable[str]] | None = None) -> list[Span]:
+        """The sensitive spans of ``text``, sorted and non-overlapping.
+
+        ``identity`` maps a label to the user's own facts under it (``{"NAME": ["Jane Doe"]}``).
+        """
+        self.ready()
+        ad_hoc = self._identity_recognizers(identity) if identity else []
+        results = self._analyzer.analyze(
+            text,
+            language="en",
+            ad_hoc_recognizers=ad_hoc or None,
+            allow_list=self._allow or None,
+            score_threshold=SCORE_THRESHOLD,
+        )
+        identity_labels = {rec.supported_entities[0] for rec in ad_hoc}
+        found = []
+        for r in results:
+            priority = self._priority(r, identity_labels)
+            end = r.end if priority == _PRIORITY_IDENTITY else trim_end(text, r.start, r.end)
+            if end > r.start:
+                found.append((r.start, end, r.entity_type, priority))
+        return merge(found)
+
+    def _priority(self, result: Any, identity_labels: set[str]) -> int:
+        name = (result.recognition_metadata or {}).get("recognizer_name", "")
+        if name.startswith("IdentityRecognizer:") or (not name and result.entity_type in identity_labels):
+            return _PRIORITY_IDENTITY
+        if name == "CamelCaseRecognizer":
+            return _PRIORITY_CAMEL
+        if name == "SpacyRecognizer":
+            return _PRIORITY_NER
+        return _PRIORITY_PATTERN
+
+
+_TRAILING = ".,;:!?'\""
+_CLOSERS = {")": "(", "]": "[", "}": "{", ">": "<"}
+
+
+def trim_end(text: str, start: int, end: int) -> int:
+    """Drop sentence punctuation a pattern swallowed at the end of a span ("see https://a.b/c." or
+    "(https://a.b/c)"): the period or an unbalanced closing bracket belongs to the sentence."""
+    while end > start:
+        last = text[end - 1]
+        if last in _TRAILING or (last in _CLOSERS and text.count(_CLOSERS[last], start, end) < text.count(last, start, end)):
+            end -= 1
+        else:
+            break
+    return end
+
+
+def merge(found: Iterable[tuple[int, int, str, int]]) -> list[Span]:
+    """Union overlapping ``(start, end, label, priority)`` detections; touching ones stay apart."""
+    spans: list[Span] = []
+    group: list[tuple[int, int, str, int]] = []
+    group_end = -1
+    for item in sorted(found):
+        if group and item[0] < group_end:
+            group.append(item)
+            group_end = max(group_end, item[1])
+            continue
+        if group:
+            spans.append(_resolve(group, group_end))
+        group, group_end = [item], item[1]
+    if group:
+        spans.append(_resolve(group, group_end))
+    return spans
+
+
+def _resolve(group: list[tuple[int, int, str, int]], end: int) -> Span:
+    best = max(group, key=lambda d: (d[1] - d[0], d[3], -d[0]))
+    return Span(group[0][0], end, best[2])
