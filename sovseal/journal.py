@@ -12,7 +12,6 @@ of any field; a CRC would only catch the former.
 
 from __future__ import annotations
 
-import hashlib
 import hmac
 import mmap
 import os
@@ -21,7 +20,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from .durable import fsync_dir, fsync_fd
-from .errors import IntegrityError
+from .errors import IntegrityError, StorageError
 
 HEADER = struct.Struct(">I16s")
 #: Large enough for the biggest record (a 256 KiB entry, sealed) and small enough that a scan
@@ -68,7 +67,7 @@ class Journal:
         return os.fstat(self._fd).st_size
 
     def mac(self, body: bytes) -> bytes:
-        return hmac.new(self._mac_key, _MAC_PREFIX + body, hashlib.sha256).digest()[:16]
+        return hmac.digest(self._mac_key, _MAC_PREFIX + body, "sha256")[:16]
 
     def encode(self, body: bytes) -> bytes:
         if len(body) > MAX_FRAME:
@@ -92,13 +91,39 @@ class Journal:
                 view = view[os.write(self._fd, view) :]
             if sync:
                 fsync_fd(self._fd)
-        except BaseException:
-            os.ftruncate(self._fd, start)
+        except BaseException as exc:
+            self.cut_back(start)
+            if isinstance(exc, OSError):
+                raise self._refused(exc) from exc
             raise
         return start
 
     def sync(self) -> None:
-        fsync_fd(self._fd)
+        """fsync the journal; a failure raises StorageError (the caller cuts its batch off)."""
+        try:
+            fsync_fd(self._fd)
+        except OSError as exc:
+            raise self._refused(exc) from exc
+
+    def cut_back(self, offset: int) -> None:
+        """Drop everything after ``offset`` after a failed append, best effort.
+
+        After a failed write or fsync the bytes past ``offset`` may never reach the disk (and
+        Linux may report the next fsync as a success), so they must not stay readable as if
+        stored. If even the truncate fails, what is left is at most one torn append, which the
+        next writer cuts off.
+        """
+        try:
+            os.ftruncate(self._fd, offset)
+        except OSError:
+            pass
+
+    def _refused(self, exc: OSError) -> StorageError:
+        return StorageError(
+            exc.errno,
+            f"the disk refused a write to {self.path} ({os.strerror(exc.errno) if exc.errno else exc}); nothing was "
+            "stored and the journal was cut back to its last durable frame. Free space or fix the disk, then retry",
+        )
 
     def truncate(self, offset: int) -> None:
         """Cut a torn tail off (only ever under the writer lock)."""

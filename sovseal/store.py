@@ -29,6 +29,7 @@ from .errors import (
     IntegrityError,
     InvalidInputError,
     KeyUnavailableError,
+    StorageError,
     UnknownBranchError,
     UnknownSnapshotError,
 )
@@ -416,17 +417,30 @@ class LocalStore:
         kept as they came, so this device never re-encrypts them. Items already present are
         skipped, so a pull can be repeated safely.
         """
-        with self._writing():
-            try:
-                for position, item in enumerate(items):
+        lost_batch = False
+        try:
+            with self._writing():
+                start = self._end
+                try:
+                    for position, item in enumerate(items):
+                        try:
+                            body = self._from_wire(item)
+                        except _NotYet:
+                            return list(items[position:])
+                        if body is not None:
+                            self._append([body, fr.AckFrame((bytes.fromhex(item.id),)).encode()], sync=False)
+                finally:
                     try:
-                        body = self._from_wire(item)
-                    except _NotYet:
-                        return list(items[position:])
-                    if body is not None:
-                        self._append([body, fr.AckFrame((bytes.fromhex(item.id),)).encode()], sync=False)
-            finally:
-                self._journal.sync()  # one fsync for the whole batch, before returning
+                        self._journal.sync()  # one fsync for the whole batch, before returning
+                    except StorageError:
+                        self._journal.cut_back(start)
+                        lost_batch = True
+                        raise
+        finally:
+            if lost_batch:
+                # The batch may never reach the disk, yet this handle already applied it and would
+                # skip it on a retry as "already here": cut off, so close; a reopen sees only durable frames.
+                self.close()
         return []
 
     def _from_wire(self, item: WireItem) -> bytes | None:
