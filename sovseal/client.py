@@ -240,6 +240,20 @@ class Sovseal:
             return None
         return StoreResult(appended.snapshot_id, replicated=False)
 
+    def reinforce(self, path: str) -> StoreResult | None:
+        """Reinforce the memory visible at ``path``, as storing its value again would (no new
+        snapshot; ``reinforce_count`` + 1). None if nothing is visible there."""
+        self._check_open()
+        entry = make_entry("store", path)
+        with self._store.reading() as lineage:
+            idx = lineage.view(self._store.branch(self.branch)).get(self._store.path_hash(entry.path))
+            if idx is None:
+                return None
+            visible = self._store.open(idx).entry
+        appended = self._store.append(self.branch, visible)  # the visible entry, byte for byte: a reinforcement
+        assert appended is not None
+        return StoreResult(appended.snapshot_id, replicated=False, reinforced=appended.reinforced)
+
     def fork(self, snapshot_id: str | None = None, *, branch: str | None = None) -> str:
         """Create a branch whose HEAD is ``snapshot_id`` (default: this HEAD) and switch to it."""
         self._check_open()
@@ -289,6 +303,14 @@ class Sovseal:
         with self._store.reading() as lineage:
             idx = lineage.view(self._store.branch(self.branch)).get(self._store.path_hash(entry.path))
             return None if idx is None else self._memory(self._store.open(idx))
+
+    def related(self, path: str, *, relation: str | None = None) -> list[Any]:
+        """The memories linked to ``path`` by consolidation's graph pass (``sovseal.consolidate``),
+        as ``Related(memory, relation, direction)``: how recall follows the graph's edges."""
+        self._check_open()
+        from .consolidate.graph import related
+
+        return related(self, path, relation=relation)
 
     def snapshot(self) -> str | None:
         """This branch's HEAD snapshot id (None for a branch with no snapshot yet)."""
