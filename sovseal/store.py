@@ -89,6 +89,7 @@ class LocalStore:
         self._names: dict[bytes, str] = {}
         self._path_hashes: dict[str, bytes] = {}  # keyed ids are HMACs: worth remembering per name
         self._branch_ids: dict[str, bytes] = {}
+        self._wire_ids: dict[str, bytes] = {}
         self.repairs: list[str] = []  # what recovery did on open, for status()
         self.closed = False
         with self._writing():
@@ -178,7 +179,12 @@ class LocalStore:
     # -- identifiers ---------------------------------------------------------------------
 
     def wire_id(self, sid: str) -> bytes:
-        return bytes.fromhex(keyed_id(self._keys.k_id, "snap", sid))
+        found = self._wire_ids.get(sid)
+        if found is None:
+            if len(self._wire_ids) >= _ID_CACHE:
+                self._wire_ids.clear()
+            found = self._wire_ids[sid] = bytes.fromhex(keyed_id(self._keys.k_id, "snap", sid))
+        return found
 
     def path_hash(self, path: str) -> bytes:
         found = self._path_hashes.get(path)
@@ -258,8 +264,8 @@ class LocalStore:
             raise UnknownSnapshotError(f"no snapshot {sid} in this store; list snapshots with log()")
         return idx
 
-    def open(self, idx: int) -> Opened:
-        """Decrypt one record and re-derive its snapshot id; anything off raises IntegrityError."""
+    def recheck(self, idx: int) -> bytes:
+        """Re-read one record's frame and check its MAC; returns the frame body. IntegrityError if altered."""
         node = self._lineage.nodes[idx]
         where = f"the record at journal byte {node.offset}"
         if not node.authentic:
@@ -267,7 +273,13 @@ class LocalStore:
         mac, body = self._journal.read_frame(node.offset)
         if self._journal.mac(body) != mac:
             raise IntegrityError(f"{where} changed on disk after the store was opened; run verify()")
-        frame = fr.decode(body)
+        return body
+
+    def open(self, idx: int) -> Opened:
+        """Decrypt one record and re-derive its snapshot id; anything off raises IntegrityError."""
+        node = self._lineage.nodes[idx]
+        where = f"the record at journal byte {node.offset}"
+        frame = fr.decode(self.recheck(idx))
         assert isinstance(frame, fr.RecordFrame)
         aad = self._record_aad(frame.wire_id, frame.parent_wire_id, frame.branch_id, frame.path_hash)
         canonical = self._sync.open(frame.sealed_entry, aad)

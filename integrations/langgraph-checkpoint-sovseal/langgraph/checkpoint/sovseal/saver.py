@@ -27,6 +27,7 @@ from __future__ import annotations
 
 import asyncio
 import copy
+from collections import OrderedDict
 import os
 import random
 import time
@@ -97,6 +98,9 @@ __all__ = ["AsyncSovsealSaver", "SovsealSaver", "ThreadVerification"]
 _T = TypeVar("_T")
 #: Checkpoints decoded per worker-thread hop when ``alist`` streams.
 _LIST_BATCH = 16
+#: Opened record payloads kept in memory, so re-reading a checkpoint does not decrypt it again.
+_OPENED_CACHE = 512
+_MISSING = object()
 
 
 @dataclass(frozen=True, slots=True)
@@ -203,6 +207,8 @@ class _State:
             self.anchor = ensure_anchor(handle)
             self.names: set[str] = set(handle.branches())
         self.families: dict[str, _Family] = {}
+        # Payloads already opened and verified, by snapshot id (records never change): process memory only.
+        self.opened: OrderedDict[str, Any] = OrderedDict()
 
 
 def _entry_metadata(path: str) -> dict[str, Any]:
@@ -352,15 +358,24 @@ class _SovsealSaverBase(BaseCheckpointSaver[str]):
         ref = fam.merged.get(path)
         if ref is None:
             raise IntegrityError(f"{path} is named by a record of thread {fam.thread_id!r} but is not visible; run verify()")
-        h = self._s.handle
-        with on_branch(h, ref.branch):
-            memory = h.get(path)
-        if memory is None or memory.snapshot_id != ref.sid:
-            raise IntegrityError(
-                f"{path} on branch {ref.branch!r} is not the record the thread's index holds "
-                "(written by another process mid-operation, or the store was changed): retry, or run verify()"
-            )
-        return memory.payload
+        opened = self._s.opened
+        payload = opened.get(ref.sid, _MISSING)
+        if payload is _MISSING:
+            h = self._s.handle
+            with on_branch(h, ref.branch):
+                memory = h.get(path)
+            if memory is None or memory.snapshot_id != ref.sid:
+                raise IntegrityError(
+                    f"{path} on branch {ref.branch!r} is not the record the thread's index holds "
+                    "(written by another process mid-operation, or the store was changed): retry, or run verify()"
+                )
+            payload = opened[ref.sid] = memory.payload
+            if len(opened) > _OPENED_CACHE:
+                opened.popitem(last=False)
+        else:
+            self._s.handle.recheck(ref.sid)  # the bytes on disk are still the ones opened
+            opened.move_to_end(ref.sid)
+        return dict(payload) if isinstance(payload, dict) else payload  # callers may add keys to their copy
 
     def _blob(self, fam: _Family, record_path: str, name: str, descriptor: Any) -> tuple[str, bytes]:
         where = f"{name!r} of {record_path}"
@@ -468,6 +483,7 @@ class _SovsealSaverBase(BaseCheckpointSaver[str]):
                     type="episodic",
                     provenance="observed",
                     parent=parent if i == 0 else None,
+                    index=False,  # checkpoints are never recalled by meaning
                 )
                 if not result.reinforced:
                     fam.heads[branch] = result.snapshot_id
