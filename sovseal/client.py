@@ -11,14 +11,14 @@ import asyncio
 import os
 import threading
 from collections import defaultdict
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
-from .entries import make_entry, memory_text
+from .entries import Entry, make_entry, memory_text
 from .errors import IntegrityError, InvalidInputError, StoreClosedError
 from .frames import Op
 from .index import VectorIndex
@@ -52,6 +52,25 @@ def store_exists(path: str | os.PathLike[str]) -> bool:
 
 def _dt(ts: float | None) -> datetime | None:
     return None if ts is None else datetime.fromtimestamp(ts, UTC)
+
+
+
+_ITEM_KEYS = frozenset({"path", "payload", "metadata", "type", "provenance", "text", "index"})
+
+
+def _store_entry(
+    path: Any, payload: Any, metadata: Any, type: Any, provenance: Any, text: Any, index: Any
+) -> Entry:
+    """A checked store entry (non-JSON, oversized and ill-typed input refused before any work)."""
+    if not isinstance(index, bool):
+        raise InvalidInputError(f"index must be True or False, got {index!r}")
+    if not index:
+        if text is not None:
+            raise InvalidInputError("index=False stores no text for recall; drop text= or keep index=True")
+        text = ""
+    entry = make_entry("store", path, payload, metadata=metadata, type=type, provenance=provenance, text=text)
+    entry.canonical()
+    return entry
 
 
 class Sovseal:
@@ -205,23 +224,72 @@ class Sovseal:
         with ``text=""``, so ``text`` cannot be given with it.
         """
         self._check_open()
-        if not isinstance(index, bool):
-            raise InvalidInputError(f"index must be True or False, got {index!r}")
-        if not index:
-            if text is not None:
-                raise InvalidInputError("index=False stores no text for recall; drop text= or keep index=True")
-            text = ""
+        entry = _store_entry(path, payload, metadata, type, provenance, text, index)
+        vector = self._embed([memory_text(entry)]) if entry.text != "" else None
+        return self._commit(entry, None if vector is None else vector[0], parent)
+
+    def store_many(self, items: Sequence[Mapping[str, Any]], *, vectors: Any = None) -> list[StoreResult]:
+        """Store several records in order, embedded in one batch; each is durable before this returns.
+
+        Each item is a mapping with ``path`` and ``payload`` and, optionally, ``metadata``,
+        ``type``, ``provenance``, ``text`` and ``index`` (as for :meth:`store`). Every item is
+        checked before anything is written, so a bad one raises and stores nothing. ``vectors``,
+        one row per item, are used instead of embedding: they must come from this store's
+        embedder (rows of ``index=False`` items are ignored). A crash midway keeps a prefix of
+        the items, each whole and verifiable.
+        """
+        self._check_open()
+        if isinstance(items, (str, bytes, Mapping)) or not isinstance(items, Sequence):
+            raise InvalidInputError("store_many takes a list of item mappings")
+        entries = []
+        for i, item in enumerate(items):
+            if not isinstance(item, Mapping):
+                raise InvalidInputError(f"item {i} must be a mapping with path and payload, got {item.__class__.__name__}")
+            unknown = set(item) - _ITEM_KEYS
+            if unknown or "path" not in item or "payload" not in item:
+                raise InvalidInputError(
+                    f"item {i} needs path and payload and may have {', '.join(sorted(_ITEM_KEYS - {'path', 'payload'}))}"
+                    + (f"; unknown: {', '.join(sorted(map(str, unknown)))}" if unknown else "")
+                )
+            entries.append(
+                _store_entry(
+                    item["path"],
+                    item["payload"],
+                    item.get("metadata"),
+                    item.get("type", "semantic"),
+                    item.get("provenance", "explicit"),
+                    item.get("text"),
+                    item.get("index", True),
+                )
+            )
+        indexed = [i for i, e in enumerate(entries) if e.text != ""]
+        rows: dict[int, np.ndarray] = {}
+        if vectors is not None:
+            given = np.asarray(vectors, dtype=np.float32)
+            if given.ndim != 2 or given.shape[0] != len(entries):
+                raise InvalidInputError(f"vectors must have one row per item: {len(entries)} rows, got shape {given.shape}")
+            if indexed and self._vector_index(int(given.shape[1])).dim != given.shape[1]:
+                raise InvalidInputError(
+                    f"vectors have {given.shape[1]} dimensions; this store's index has {self._vector_index().dim}"
+                )
+            norms = np.linalg.norm(given, axis=1, keepdims=True)
+            given = given / np.where(norms == 0, 1, norms)
+            rows = {i: given[i] for i in indexed}
+        elif indexed:
+            embedded = self._embed([memory_text(entries[i]) for i in indexed])
+            rows = dict(zip(indexed, embedded, strict=True))
+        return [self._commit(entry, rows.get(i), None) for i, entry in enumerate(entries)]
+
+    def _commit(self, entry: Entry, vector: np.ndarray | None, parent: str | None) -> StoreResult:
+        """Append one checked entry durably, then index it (its vector, its keywords)."""
         if self.replication is not None:
             self.replication.wait_for_room()  # backpressure: the outbox is over max_outbox_bytes
-        entry = make_entry("store", path, payload, metadata=metadata, type=type, provenance=provenance, text=text)
-        entry.canonical()  # reject non-JSON and oversized input before any embedding work
-        vector = self._embed([memory_text(entry)]) if entry.text != "" else None
         appended = self._store.append(self.branch, entry, parent=parent)
         assert appended is not None  # only a delete can append nothing
         if vector is not None:
-            vectors = self._vector_index(vector.shape[1])
+            vectors = self._vector_index(int(vector.shape[0]))
             if vectors.missing([appended.node.idx]):
-                vectors.add([appended.node.idx], vector)
+                vectors.add([appended.node.idx], vector[None, :])
         self._recall_engine().added(appended.node, entry)  # feeds the in-memory keyword index
         return StoreResult(appended.snapshot_id, replicated=False, reinforced=appended.reinforced)
 
@@ -552,6 +620,9 @@ class AsyncSovseal:
 
     async def store(self, path: str, payload: Any, **kwargs: Any) -> StoreResult:
         return await asyncio.to_thread(self._sync.store, path, payload, **kwargs)
+
+    async def store_many(self, items: Sequence[Mapping[str, Any]], *, vectors: Any = None) -> list[StoreResult]:
+        return await asyncio.to_thread(self._sync.store_many, items, vectors=vectors)
 
     async def recall(self, query: str, **kwargs: Any) -> list[Memory]:
         return await asyncio.to_thread(self._sync.recall, query, **kwargs)
