@@ -2,6 +2,10 @@
 
 from __future__ import annotations
 
+import os
+import signal
+import subprocess
+import sys
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
@@ -224,3 +228,45 @@ def test_nothing_consolidation_writes_is_on_disk_in_the_clear(filled: Sovseal, s
 
 def test_episodes_are_the_fixture() -> None:
     assert len(EPISODES) == 6  # the counts asserted above assume these six episodes
+
+
+@pytest.mark.parametrize(
+    "mode, n",
+    [
+        # Inside batch 2: its plan, user.shell and the user.pet reinforcement are durable, its "done" is not.
+        # (Between batches is the in-process injected failure above; ("model", 2) kills there, in a child too.)
+        ("op", 9),
+    ],
+)
+def test_a_killed_run_resumes_to_the_same_result(tmp_path: Path, key: bytes, mode: str, n: int) -> None:
+    store = tmp_path / "killed"
+    with Sovseal(store, key=key, embedder=fake_embed) as mem:
+        fill(mem)
+    child = subprocess.run(
+        [sys.executable, "-m", "tests.consolidate.crash_run", str(store), key.hex(), mode, str(n)],
+        cwd=Path(__file__).parents[2], env={**os.environ, "PYTHONPATH": str(Path(__file__).parents[2])}, capture_output=True, text=True,
+    )
+    assert child.returncode == -signal.SIGKILL, child.stderr
+    with Sovseal(store, key=key, embedder=fake_embed) as mem:
+        assert mem.verify().ok
+        (crashed,) = runs(mem)
+        assert crashed.status == "running"
+        report = consolidate(mem, RuleChatModel(), batch_size=2)
+        assert report.resumed and report.run == crashed.run
+        with Sovseal(tmp_path / "clean", key=key, embedder=fake_embed) as clean:
+            fill(clean)
+            consolidate(clean, RuleChatModel(), batch_size=2)
+            assert user_state(mem) == user_state(clean)
+            paths = sorted(user_state(clean))
+            assert [mem.get(p).reinforce_count for p in paths] == [clean.get(p).reinforce_count for p in paths]
+        assert mem.get("user.pet").reinforce_count == 2  # a reinforcement made before the kill is not made again
+        assert consolidate(mem, RuleChatModel(), batch_size=2).run is None
+
+
+def test_sdk_reinforce_counts_without_a_snapshot(mem: Sovseal) -> None:
+    stored = mem.store("doc.1", {"title": "x"}, text="a custom recall text")
+    log = [e.snapshot_id for e in mem.log()]
+    again = mem.reinforce("doc.1")  # the exact entry, custom text included: no new snapshot
+    assert again.reinforced and again.snapshot_id == stored.snapshot_id
+    assert mem.get("doc.1").reinforce_count == 1 and [e.snapshot_id for e in mem.log()] == log
+    assert mem.reinforce("doc.nothing") is None
