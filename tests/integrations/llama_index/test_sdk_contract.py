@@ -1,7 +1,7 @@
 """The SDK methods the adapter asks of sovseal, exercised through stand-ins built on public methods.
 
-``Sovseal.recall_by_vector``, ``Sovseal.find``, ``Sovseal.store_many`` and ``Sovseal.delete_many``
-are not in the SDK yet; the adapter uses them when present. ``FutureSovseal`` implements each with
+``Sovseal.find`` and ``Sovseal.delete_many`` are not in the SDK yet; the adapter uses them when
+present (``recall_by_vector`` and ``store_many`` are, and the stand-in only records their calls). ``FutureSovseal`` implements each with
 the exact signature and semantics asked for (slowly, on ``state``/``get``/``store``/``delete``), so
 the adapter's code paths for them are tested today and the real methods can drop in.
 """
@@ -61,9 +61,9 @@ class FutureSovseal(Sovseal):
         order = np.argsort(-scores)[:k]
         return [replace(found[i], score=float(scores[i])) for i in order]
 
-    def store_many(self, items):
+    def store_many(self, items, *, vectors=None):
         self.calls.append("store_many")
-        return [self.store(i["path"], i["payload"], metadata=i.get("metadata"), type=i.get("type", "semantic")) for i in items]
+        return super().store_many(items, vectors=vectors)
 
     def delete_many(self, paths):
         self.calls.append("delete_many")

@@ -154,23 +154,11 @@ def search(run: Callable[[int, dict[str, Any]], list[Memory]], k: int, plan: Pla
 # -- writes --------------------------------------------------------------------------------------
 
 
-def store_many(client: Sovseal, items: Iterable[Mapping[str, Any]]) -> None:
-    """Store each ``{"path", "payload", "metadata", "type"}``. SDK: one batched, atomic ``store_many``."""
+def store_many(client: Sovseal, items: Iterable[Mapping[str, Any]], vectors: Any = None) -> None:
+    """Store each ``{"path", "payload", "metadata", "type"}`` with one embedding batch (or ``vectors``)."""
     items = list(items)
-    if not items:
-        return
-    batched = getattr(client, "store_many", None)
-    if callable(batched):
-        batched(items)
-        return
-    for item in items:
-        client.store(
-            item["path"],
-            item["payload"],
-            metadata=item.get("metadata"),
-            type=item.get("type", "semantic"),
-            provenance=item.get("provenance", "explicit"),
-        )
+    if items:
+        client.store_many(items, vectors=vectors)
 
 
 def delete_many(client: Sovseal, paths: Iterable[str]) -> None:

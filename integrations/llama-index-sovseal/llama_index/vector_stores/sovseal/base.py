@@ -7,8 +7,8 @@ filters run inside sovseal. Everything is encrypted on disk, appended to the lin
 like any other memory; re-adding a node id stores a new snapshot on the same path.
 
 sovseal embeds every record itself, on-device, with the store's embedder: the ``embedding`` LlamaIndex
-puts on a node is not used (see the docs for why, and use ``SovsealEmbedding`` as ``embed_model`` so
-no text leaves the machine). Queries therefore need the query *text*; ``is_embedding_query`` is False
+puts on a node is not used unless ``use_node_embeddings=True`` says it came from that same embedder
+(use ``SovsealEmbedding`` as ``embed_model`` so no text leaves the machine). Queries therefore need the query *text*; ``is_embedding_query`` is False
 so LlamaIndex does not embed queries for nothing.
 """
 
@@ -72,6 +72,10 @@ class SovsealVectorStore(BasePydanticVectorStore):
         collection: nodes live under the path prefix ``llamaindex/{collection}/``; collections in
             one sovseal store never see each other's nodes.
         memory_type: the sovseal memory type of the records (sets recall's decay half-life).
+        use_node_embeddings: keep the embedding LlamaIndex put on each node as the record's vector
+            instead of embedding the node's text again. Set it only when the index's
+            ``embed_model`` is the store's own embedder (``SovsealEmbedding``): the vectors must
+            share the space queries are embedded in. Nodes without an embedding are embedded here.
     """
 
     stores_text: bool = True
@@ -81,6 +85,11 @@ class SovsealVectorStore(BasePydanticVectorStore):
     path_prefix: str = Field(default="", description="The path prefix of this collection's records.")
     memory_type: str = Field(default="semantic", description="episodic | semantic | procedural")
     mmr_prefetch_factor: int = Field(default=DEFAULT_MMR_PREFETCH, ge=1, description="MMR candidates per result.")
+    use_node_embeddings: bool = Field(
+        default=False,
+        description="Store the embedding LlamaIndex computed for each node instead of embedding it again "
+        "(only when embed_model is the store's own embedder, e.g. SovsealEmbedding).",
+    )
 
     _client: Any = PrivateAttr()
     _queries: Any = PrivateAttr()
@@ -159,7 +168,10 @@ class SovsealVectorStore(BasePydanticVectorStore):
     def add(self, nodes: Sequence[BaseNode], **add_kwargs: Any) -> list[str]:
         """Store each node as a sealed record (durable when this returns); returns the node ids."""
         items = [self._item(node) for node in nodes]  # every node is serialised before anything is written
-        _sdk.store_many(self._client, items)
+        vectors = None
+        if self.use_node_embeddings and nodes and all(node.embedding is not None for node in nodes):
+            vectors = [node.embedding for node in nodes]
+        _sdk.store_many(self._client, items, vectors)
         return [node.node_id for node in nodes]
 
     async def async_add(self, nodes: Sequence[BaseNode], **kwargs: Any) -> list[str]:
