@@ -538,7 +538,7 @@ class Sovseal:
     def heads(self) -> dict[str, str | None]:
         """Every branch and its HEAD snapshot id (None for a branch with no snapshot yet)."""
         self._check_open()
-        with self._store.reading() as lineage:
+        with self._store.reading():
             return {
                 name: (self._store.sid_of(head) if (head := self._store.branch(name).head) >= 0 else None)
                 for name in self._store.branch_names()

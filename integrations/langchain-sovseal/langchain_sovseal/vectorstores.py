@@ -4,10 +4,8 @@ from __future__ import annotations
 
 import asyncio
 import os
-import threading
 import uuid
-from collections.abc import Callable, Iterator, Sequence
-from contextlib import AbstractContextManager, contextmanager, nullcontext
+from collections.abc import Callable, Sequence
 from typing import TYPE_CHECKING, Any
 
 import numpy as np
@@ -21,9 +19,9 @@ from sovseal import LogEntry, Memory, Sovseal
 from ._common import (
     ROOT,
     SovsealFeatureUnavailable,
-    accepts,
     check_key,
     check_segment,
+    chunked,
     has_method,
     list_paths,
     memory_metadata,
@@ -43,22 +41,17 @@ if TYPE_CHECKING:
 EMBED_BATCH = 256
 
 
-class _PrimedEmbedder:
-    """The ``embed(texts)`` callable a store gives the sovseal handle it opens.
+class _Embedder:
+    """The ``embed(texts)`` callable a store gives the sovseal handle it opens: its ``Embeddings``.
 
-    ``Sovseal.store`` embeds one record per call. ``add_documents`` first embeds its whole batch with
-    one ``embed_documents`` call (what an embeddings API or a batched model wants) and primes this
-    table, so each ``store`` finds its vector here. Anything not primed (queries of sovseal's own
-    recall, records re-embedded after a crash) is embedded on demand by the same model, so a miss
-    only costs time.
+    ``add_documents`` stores each batch with one ``Sovseal.store_many``, which makes one call here
+    for the whole batch (what an embeddings API or a batched model wants).
     """
 
     def __init__(self, embedding: Embeddings) -> None:
         self._inner: Callable[[list[str]], Any] = (
             embedding.embedder if isinstance(embedding, SovsealEmbeddings) else embedding.embed_documents
         )
-        self._primed: dict[str, np.ndarray] = {}
-        self._lock = threading.Lock()
 
     def ready(self) -> None:
         warm = getattr(self._inner, "ready", None)
@@ -66,29 +59,7 @@ class _PrimedEmbedder:
             warm()
 
     def __call__(self, texts: Sequence[str]) -> np.ndarray:
-        texts = list(texts)
-        with self._lock:
-            found = [self._primed.get(t) for t in texts]
-        todo = [i for i, v in enumerate(found) if v is None]
-        if todo:
-            computed = np.asarray(self._inner([texts[i] for i in todo]), dtype=np.float32)
-            for i, vector in zip(todo, computed, strict=True):
-                found[i] = vector
-        return np.asarray(found, dtype=np.float32)
-
-    @contextmanager
-    def primed(self, texts: Sequence[str]) -> Iterator[None]:
-        unique = list(dict.fromkeys(texts))
-        vectors = np.asarray(self._inner(unique), dtype=np.float32) if unique else None
-        with self._lock:
-            if vectors is not None:
-                self._primed.update(zip(unique, vectors, strict=True))
-        try:
-            yield
-        finally:
-            with self._lock:
-                for text in unique:
-                    self._primed.pop(text, None)
+        return np.asarray(self._inner(list(texts)), dtype=np.float32)
 
 
 class SovsealVectorStore(VectorStore):
@@ -149,8 +120,8 @@ class SovsealVectorStore(VectorStore):
         self._embedding: Embeddings = embedding if embedding is not None else SovsealEmbeddings()
         if client_kwargs.get("embedder") is not None:
             raise ValueError("pass embedding= (a LangChain Embeddings); the store gives the sovseal handle its embedder")
-        # Only a handle this store opens gets the batching embedder; a client passed in keeps its own.
-        self._embedder = _PrimedEmbedder(self._embedding) if client is None else None
+        # Only a handle this store opens gets this store's embeddings; a client passed in keeps its own.
+        self._embedder = _Embedder(self._embedding) if client is None else None
         self._client, self._owns_client = open_client(
             client,
             path=path,
@@ -226,8 +197,6 @@ class SovsealVectorStore(VectorStore):
         memory_type = kwargs.pop("memory_type", self._memory_type)
         if ids is not None and len(ids) != len(documents):
             raise ValueError(f"got {len(ids)} ids for {len(documents)} documents")
-        if not accepts(self._client.store, "text"):
-            raise SovsealFeatureUnavailable("Sovseal.store(..., text=...)", "SovsealVectorStore.add_documents")
         out: list[str] = []
         planned: list[tuple[str, Document]] = []
         for i, doc in enumerate(documents):
@@ -236,21 +205,14 @@ class SovsealVectorStore(VectorStore):
                 doc_id = str(uuid.uuid4())
             planned.append((self._path(doc_id), doc))  # validate every id before the first write
             out.append(doc_id)
-        for start in range(0, len(planned), EMBED_BATCH):
-            batch = planned[start : start + EMBED_BATCH]
-            with self._priming([doc.page_content for _, doc in batch]):
-                for path, doc in batch:
-                    self._client.store(
-                        path,
-                        doc.page_content,
-                        metadata=dict(doc.metadata),
-                        type=memory_type,
-                        text=doc.page_content,
-                    )
+        for batch in chunked(planned, EMBED_BATCH):
+            self._client.store_many(
+                [
+                    {"path": path, "payload": doc.page_content, "metadata": dict(doc.metadata), "type": memory_type, "text": doc.page_content}
+                    for path, doc in batch
+                ]
+            )
         return out
-
-    def _priming(self, texts: list[str]) -> AbstractContextManager[None]:
-        return self._embedder.primed(texts) if self._embedder is not None else nullcontext()
 
     async def aadd_documents(self, documents: list[Document], **kwargs: Any) -> list[str]:
         return await asyncio.to_thread(self.add_documents, documents, **kwargs)
@@ -578,7 +540,7 @@ class SovsealVectorStore(VectorStore):
         if has_method(self._client, "view"):
             handle, embedder = self._client.view(self._client.branch), self._embedder  # type: ignore[attr-defined]
         else:
-            embedder = self._embedder if self._embedder is not None else _PrimedEmbedder(self._embedding)
+            embedder = self._embedder if self._embedder is not None else _Embedder(self._embedding)
             handle = Sovseal(
                 self._client.path, key=self._key, branch=self._client.branch, embedder=embedder, **self._client_kwargs
             )
