@@ -47,6 +47,17 @@ def _is_project(value: str) -> bool:
     return len(value) == 64 and all(c in "0123456789abcdef" for c in value)
 
 
+#: Largest cursor a database BIGINT holds; anything past it is a malformed request, not a retry.
+_MAX_CURSOR = 2**63 - 1
+
+
+def _count(text: str) -> int | None:
+    """A non-negative decimal integer in ASCII digits only (``int()`` would take "+1", " 1", "1_0", "١")."""
+    if not (text.isascii() and text.isdigit()) or len(text) > 19:
+        return None
+    return int(text)
+
+
 def create_app(storage: Storage, limits: Limits | None = None) -> Starlette:
     """The ASGI app over ``storage`` (migrated here, closed at shutdown)."""
     limits = limits or Limits()
@@ -78,7 +89,7 @@ def create_app(storage: Storage, limits: Limits | None = None) -> Starlette:
         """The body, or 413 once it passes the limit (drained first, within reason, so the client reads the 413)."""
         declared = request.headers.get("content-length")
         if declared is not None:
-            if not declared.isdigit():
+            if _count(declared) is None:
                 return _error(400, "malformed", "bad Content-Length")
             if int(declared) > limits.max_body:
                 if int(declared) <= 4 * limits.max_body:
@@ -101,7 +112,7 @@ def create_app(storage: Storage, limits: Limits | None = None) -> Starlette:
             return body
         try:
             data = json.loads(body)
-        except (ValueError, UnicodeDecodeError):
+        except (ValueError, UnicodeDecodeError, RecursionError):  # RecursionError: "[[[[…" nested past the parser's limit
             return _error(400, "malformed", "the body is not JSON")
         try:
             items, after = parse_push(data, limits.max_items)
@@ -132,13 +143,12 @@ def create_app(storage: Storage, limits: Limits | None = None) -> Starlette:
         project = await authorize(request)
         if isinstance(project, Response):
             return project
-        try:
-            cursor = int(request.query_params.get("cursor", "0"))
-            limit = int(request.query_params.get("limit", str(limits.max_pull)))
-        except ValueError:
-            return _error(400, "malformed", "cursor and limit must be integers")
-        if cursor < 0 or not 1 <= limit <= limits.max_pull:
-            return _error(400, "malformed", f"cursor must be >= 0 and limit 1..{limits.max_pull}")
+        cursor = _count(request.query_params.get("cursor", "0"))
+        limit = _count(request.query_params.get("limit", str(limits.max_pull)))
+        if cursor is None or limit is None:
+            return _error(400, "malformed", "cursor and limit must be non-negative integers in decimal digits")
+        if cursor > _MAX_CURSOR or not 1 <= limit <= limits.max_pull:
+            return _error(400, "malformed", f"cursor must be 0..{_MAX_CURSOR} and limit 1..{limits.max_pull}")
         try:
             page = await run_in_threadpool(storage.pull, project, cursor, limit)
         except Exception:  # noqa: BLE001

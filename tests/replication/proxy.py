@@ -75,6 +75,7 @@ class FaultProxy:
 
     async def _open(self) -> None:
         self._client = httpx.AsyncClient(base_url=self.upstream, timeout=30)
+        self._stash_lock = asyncio.Lock()  # one flusher at a time: a connection's, or deliver_stash()
         self._server = await asyncio.start_server(self._serve, "127.0.0.1", 0)
         host, port = self._server.sockets[0].getsockname()[:2]
         self.url = f"http://{host}:{port}"
@@ -111,6 +112,10 @@ class FaultProxy:
         with self._lock:
             return [c for c in self.captured if c.method == "POST"]
 
+    def stashed(self) -> int:
+        """Batches answered 200 by ``early`` but not yet delivered to the server."""
+        return len(self._stash)
+
     def deliver_stash(self) -> None:
         """Forward any batch still held back by ``early`` (a test's last step)."""
         assert self._loop is not None
@@ -130,8 +135,8 @@ class FaultProxy:
                 request.action = action = self.plan(index, request)
                 if not await self._act(action, request, writer):
                     return
-        except (ConnectionError, asyncio.IncompleteReadError):
-            pass
+        except (ConnectionError, asyncio.IncompleteReadError, httpx.HTTPError):
+            pass  # the client, or the server behind us (down, restarting), went away: the client sees a reset
         finally:
             writer.close()
 
@@ -153,8 +158,17 @@ class FaultProxy:
         return await self._client.request(request.method, request.target, headers=headers, content=request.body)
 
     async def _flush_stash(self) -> None:
-        while self._stash:
-            await self._forward(self._stash.pop(0))
+        """Deliver held-back batches in order; one leaves the stash only once the server took it.
+
+        The proxy already answered 200 for them, so losing one here would be a lie the client can
+        never detect: a test of *network* faults must not also be a test of a lying middlebox.
+        """
+        async with self._stash_lock:
+            while self._stash:
+                response = await self._forward(self._stash[0])
+                if response.status_code >= 500:
+                    return  # try again after the next forwarded push
+                self._stash.pop(0)
 
     @staticmethod
     async def _answer(writer: asyncio.StreamWriter, status: int, body: bytes) -> None:
