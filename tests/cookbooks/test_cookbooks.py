@@ -2,9 +2,10 @@
 fails the suite. The glob picks up new notebooks without a change here.
 
 Each runs with its own working directory (cookbooks/, so relative paths work as they do for a reader)
-and an environment a reader's shell would have, minus their store: ``SOVSEAL_HOME`` points at a
-temporary directory and ``SOVSEAL_MODEL_DIR`` at the model built once for the session, so no notebook
-can reach the developer's home or keychain, and the model is not rebuilt per notebook.
+and an environment a reader's shell would have, minus their store and keychain: ``SOVSEAL_HOME``
+points at a temporary directory that must stay empty (each notebook keeps to its own), the keychain
+backend is keyring's failing one, and ``SOVSEAL_MODEL_DIR`` points at the model built once for the
+session, so it is not rebuilt per notebook.
 """
 
 from __future__ import annotations
@@ -43,7 +44,10 @@ def test_runs_top_to_bottom(notebook: Path, tmp_path: Path, monkeypatch: pytest.
     # The kernel inherits this process's environment: the reader's, with sovseal pointed away from their home.
     for name, value in clean_env(tmp_path / "home").items():
         monkeypatch.setenv(name, value)
-    monkeypatch.delenv("SOVSEAL_KEY_FALLBACK")  # the notebooks pass their keys explicitly
+    # The notebooks pass their keys explicitly: with no keychain and no key-file fallback, one that
+    # reached for a stored key would fail closed instead of using (or creating) the reader's.
+    monkeypatch.delenv("SOVSEAL_KEY_FALLBACK")
+    monkeypatch.setenv("PYTHON_KEYRING_BACKEND", "keyring.backends.fail.Keyring")
     for name in ("SOVSEAL_ENDPOINT", "SOVSEAL_API_KEY", "SOVSEAL_PROJECT"):
         monkeypatch.delenv(name, raising=False)
     client = NotebookClient(
