@@ -11,13 +11,14 @@ Recall already decays at query time from the same timestamps; this pass *stores*
 does, so it can be read (:func:`retention`), listed (the fading memories of a run) and replicated.
 Scores live in 64 shard records (``_sovseal/consolidation/retention/NN``, a path's shard from its
 hash): a run rewrites only the shards whose scores changed, so a second run on the same day writes
-nothing. A shard holds about 1,800 memories within the 256 KiB record limit, so the pass serves
+nothing; one step carries as many shards as fit in 96 KiB (all of them, for a small store). A shard holds about 1,800 memories within the 256 KiB record limit, so the pass serves
 stores of up to about 100,000 memories.
 """
 
 from __future__ import annotations
 
 import hashlib
+import json
 import math
 from datetime import UTC, date, datetime, time, timedelta
 from typing import TYPE_CHECKING
@@ -25,7 +26,7 @@ from typing import TYPE_CHECKING
 from ..models import Memory
 from ..recall.params import RecallParams
 from .context import Context
-from .records import RETENTION, Step, memories, plan_store, system_value
+from .records import RETENTION, Step, Write, memories, plan_store, system_value
 
 if TYPE_CHECKING:
     from ..client import Sovseal
@@ -34,6 +35,8 @@ NAME = "decay"
 SHARDS = 64
 #: A memory whose retention is below this is reported as fading.
 FADING = 0.1
+#: Planned writes (new scores and their priors) per step: well inside the 256 KiB record limit.
+STEP_BYTES = 96 * 1024
 _DAY = 86400.0
 
 
@@ -70,6 +73,9 @@ def run(ctx: Context) -> None:
     shards: dict[str, dict[str, float]] = {}
     for m in memories(ctx.mem):
         shards.setdefault(shard_of(m.path), {})[m.path] = retention_of(m, ctx.as_of, params)
+    step: list[Write] = []
+    size = 0
+    fading: list[str] = []
     for shard in (f"{i:02d}" for i in range(SHARDS)):
         scores = dict(sorted(shards.get(shard, {}).items()))
         path = RETENTION + shard
@@ -78,5 +84,19 @@ def run(ctx: Context) -> None:
         write = plan_store(ctx.mem, path, system_value({"as_of": day, "scores": scores}, NAME))
         if write is None:
             continue
-        fading = sorted(p for p, r in scores.items() if r < FADING)
-        ctx.run_step(Step(f"{NAME}-{ctx.run}-{shard}", ctx.run, 0, NAME, [], [write], info={"scored": len(scores), "fading": fading}))
+        weight = len(json.dumps(write.json()))
+        if step and size + weight > STEP_BYTES:
+            _flush(ctx, step, fading)
+            step, size, fading = [], 0, []
+        step.append(write)
+        size += weight
+        fading += [p for p, r in scores.items() if r < FADING]
+    if step:
+        _flush(ctx, step, fading)
+
+
+def _flush(ctx: Context, writes: list[Write], fading: list[str]) -> None:
+    """One step for several shards (as many as fit well inside the record limit, with their priors)."""
+    first = writes[0].path.rsplit("/", 1)[1]
+    scored = sum(len(w.value.payload["scores"]) for w in writes if w.value is not None)
+    ctx.run_step(Step(f"{NAME}-{ctx.run}-{first}", ctx.run, 0, NAME, [], writes, info={"scored": scored, "fading": sorted(fading)}))

@@ -17,7 +17,7 @@ from . import decay, digest, graph, promotion
 from .context import Context
 from .errors import ConsolidationError
 from .model import check_model
-from .records import RUNS, Step, Value, apply_step, now_iso, put, steps, system_records, system_value
+from .records import RUNS, Step, Value, apply_step, is_system, now_iso, put, steps, system_records, system_value
 
 if TYPE_CHECKING:
     from ..client import Sovseal
@@ -71,7 +71,8 @@ class RunReport:
 class RollbackReport:
     run: str
     restored: list[str]  # paths put back to their value before the run
-    conflicts: list[str]  # paths written after the run by someone else: kept as they are
+    conflicts: list[str]  # memories written again after the run (by you, an agent, a later run): kept as they are
+    superseded: list[str]  # consolidation's own records (scores, edges) a later run rewrote: kept, they are newer
     reinforcements: int  # reinforcements the run made (not in the lineage, so not undone)
     already: bool = False  # the run was rolled back before: nothing was done
 
@@ -188,14 +189,15 @@ def rollback_run(mem: Sovseal, run_id: str) -> RollbackReport:
     """Undo a run by *appending* writes: every path it wrote goes back to its value before the run.
 
     Nothing is rewritten or hidden: the run's snapshots stay in the lineage, and the rollback is
-    new snapshots after them. A path written again after the run (by the user, an agent, or a
+    new snapshots after them. A memory written again after the run (by the user, an agent, or a
     later run) is left as it is and reported in ``conflicts``: a rollback never discards a write
-    it did not make. Reinforcements are not snapshots and stay. The run's step records are deleted,
+    it did not make. Consolidation's own records that a later run rewrote (retention scores, graph
+    edges) are kept too, in ``superseded``. Reinforcements are not snapshots and stay. The run's step records are deleted,
     so the next run consolidates those inputs again.
     """
     record = get_run(mem, run_id)
     if record.status == "rolled_back":
-        return RollbackReport(run_id, [], [], 0, already=True)
+        return RollbackReport(run_id, [], [], [], 0, already=True)
     mine = steps(mem, run=run_id)
     first: dict[str, Value | None] = {}
     last: dict[str, tuple[str, Value | None]] = {}
@@ -209,6 +211,7 @@ def rollback_run(mem: Sovseal, run_id: str) -> RollbackReport:
             last[w.path] = (w.op, w.value)
     restored: list[str] = []
     conflicts: list[str] = []
+    superseded: list[str] = []
     for path in sorted(last):
         op, value = last[path]
         current = mem.get(path)
@@ -218,7 +221,7 @@ def rollback_run(mem: Sovseal, run_id: str) -> RollbackReport:
             # Untouched: a planned write the run died before making (nothing to undo); else written again since (kept).
             untouched = current is None if prior is None else prior.held_by(current)
             if not untouched:
-                conflicts.append(path)
+                (superseded if is_system(path) else conflicts).append(path)
             continue
         if prior is None:
             mem.delete(path)
@@ -228,6 +231,6 @@ def rollback_run(mem: Sovseal, run_id: str) -> RollbackReport:
     for s in mine:
         mem.delete(s.path)
     raw = dict(record.raw)
-    raw.update(status="rolled_back", rollback={"at": now_iso(), "restored": len(restored), "conflicts": conflicts})
+    raw.update(status="rolled_back", rollback={"at": now_iso(), "restored": len(restored), "conflicts": conflicts, "superseded": len(superseded)})
     put(mem, RUNS + run_id, system_value(raw, "run"))
-    return RollbackReport(run_id, restored, conflicts, reinforcements)
+    return RollbackReport(run_id, restored, conflicts, superseded, reinforcements)
