@@ -21,7 +21,7 @@ import sys
 import threading
 from collections.abc import Callable
 from pathlib import Path
-from typing import Annotated, Any, Literal
+from typing import TYPE_CHECKING, Annotated, Any, Literal
 
 import anyio
 from mcp.server.fastmcp import FastMCP
@@ -31,6 +31,9 @@ from pydantic import Field
 from . import ops
 from .client import EmbedFn, Sovseal, default_home
 from .errors import InvalidInputError, SovsealError
+
+if TYPE_CHECKING:
+    from .anonymize import Anonymizer
 
 __all__ = ["INSTRUCTIONS", "TOOLS", "build_server", "serve_stdio"]
 
@@ -48,6 +51,8 @@ TOOLS = (
     "switch_branch",
     "memory_log",
     "verify",
+    "message_anonymize",
+    "message_deanonymize",
 )
 
 INSTRUCTIONS = """\
@@ -59,6 +64,9 @@ rank higher). Use type "semantic" for facts, "procedural" for how-tos, "episodic
 - Every write creates a snapshot. snapshot tells the current one; rollback moves back to an \
 earlier one without deleting anything; fork starts a branch to try something without touching the \
 main line; switch_branch and list_branches move between branches.
+- message_anonymize replaces names, contacts, secrets and the user's identity facts (memories under \
+"identity.") in a message with placeholders like <PERSON_1> before you send it to another model; \
+message_deanonymize puts the originals back into that model's answer (same session_id).
 - Results are {"success", "data", "timestamp"}; errors say what to do next.
 """
 
@@ -110,10 +118,20 @@ class _Session:
             return _error(exc)
 
 
+def _anonymizer_of(holder: list[Anonymizer]) -> Anonymizer:
+    """The server's one anonymizer, built on the first anonymizer call (Presidio is an extra)."""
+    if not holder:
+        from .anonymize import Anonymizer
+
+        holder.append(Anonymizer())
+    return holder[0]
+
+
 def build_server(mem: Sovseal) -> FastMCP:
     """A FastMCP server whose tools act on ``mem`` (the caller owns and closes ``mem``)."""
     server = FastMCP("sovseal", instructions=INSTRUCTIONS, log_level="WARNING")
     session = _Session(mem)
+    anonymizers: list[Anonymizer] = []
 
     @server.tool(title="Store a memory", annotations=_WRITE)
     async def store_memory(
@@ -265,6 +283,46 @@ def build_server(mem: Sovseal) -> FastMCP:
         """Decrypt every record and re-derive every snapshot id on every branch. ok: false lists the damaged
         records (restore them from a backup or a replica)."""
         return await session.run(lambda m: ops.verify(m))
+
+    @server.tool(title="Anonymize a message", annotations=_READ)
+    async def message_anonymize(
+        text: Annotated[str, Field(description="The message to anonymize before it goes to another model.")],
+        session_id: Annotated[
+            str | None,
+            Field(description="Continue this session (same entity, same placeholder across turns); default a new session."),
+        ] = None,
+    ) -> CallToolResult:
+        """Replace e-mails, phone numbers, IBANs, card numbers, IPs, URLs, API keys, names (when an NER model
+        is installed), the user's identity facts (memories under "identity.") and CamelCase identifiers with
+        placeholders such as <PERSON_1>. The placeholder map stays in this process's memory only; pass the
+        returned session_id to message_deanonymize. A session expires after ttl_seconds unused."""
+
+        def work(m: Sovseal) -> dict[str, Any]:
+            anonymizer = _anonymizer_of(anonymizers)
+            result = anonymizer.anonymize(text, memory=m, session_id=session_id)
+            return {"text": result.text, "session_id": result.session_id, "ttl_seconds": anonymizer.sessions.ttl}
+
+        return await session.run(work)
+
+    @server.tool(
+        title="Deanonymize a message",
+        annotations=ToolAnnotations(readOnlyHint=False, destructiveHint=False, idempotentHint=False, openWorldHint=False),
+    )
+    async def message_deanonymize(
+        text: Annotated[str, Field(description="Text with placeholders, e.g. another model's answer to the anonymized message.")],
+        session_id: Annotated[str, Field(description="The session_id message_anonymize returned.")],
+        keep: Annotated[
+            bool, Field(description="true: keep the session for the next turn; default: discard its map after this call.")
+        ] = False,
+    ) -> CallToolResult:
+        """Put the original values back in place of the placeholders a message_anonymize session issued. The
+        session's map is then discarded (unless keep is true): a second call with the same session_id fails."""
+
+        def work(_: Sovseal) -> dict[str, Any]:
+            restored = _anonymizer_of(anonymizers).deanonymize(text, session_id, keep=keep)
+            return {"text": restored, "session_id": session_id, "discarded": not keep}
+
+        return await session.run(work)
 
     return server
 
