@@ -60,25 +60,32 @@ class Lineage:
     pending: dict[bytes, tuple[int, int]] = field(default_factory=dict)
     outbox_bytes: int = 0
     events: set[bytes] = field(default_factory=set)  # ids of branch and reinforce events seen
+    unattributed_damage: bool = False  # see unattributed()
 
     def apply(self, frame: Frame, offset: int, size: int, authentic: bool) -> None:
         """Replay one frame. Damaged frames are still applied where that makes reads fail closed."""
         if isinstance(frame, RecordFrame):
             self._apply_record(frame, offset, size, authentic)
+        elif isinstance(frame, (BranchFrame, ReinforceFrame)) and frame.event_id in self.events:
+            # Every event seals with a fresh nonce, so an event id seen twice is an old frame
+            # appended again (to roll a HEAD back, or inflate a reinforcement): never applied.
+            self.damage.append(Damage(offset, "a branch or reinforcement event repeats an earlier one (replayed)"))
         elif isinstance(frame, BranchFrame):
             self.sync_seals += 1
             self._apply_branch(frame, offset, authentic)
             self.events.add(frame.event_id)
             self._enqueue(frame.event_id, offset, size)
         elif not authentic:
-            self.damage.append(Damage(offset, "a reinforcement or ack frame failed authentication"))
+            self.unattributed(offset, "a reinforcement or ack frame failed authentication")
         elif isinstance(frame, ReinforceFrame):
             self.sync_seals += 1
             idx = self.by_wire.get(frame.wire_id)
-            if idx is not None:
-                node = self.nodes[idx]
-                node.reinforce_count += 1
-                node.last_reinforced = frame.at
+            if idx is None:  # a store only reinforces what it holds, and imports wait for the target
+                self.damage.append(Damage(offset, "a reinforcement names a snapshot that does not exist"))
+                return
+            node = self.nodes[idx]
+            node.reinforce_count += 1
+            node.last_reinforced = frame.at
             self.events.add(frame.event_id)
             self._enqueue(frame.event_id, offset, size)
         elif isinstance(frame, AckFrame):
@@ -86,6 +93,17 @@ class Lineage:
                 done = self.pending.pop(item, None)
                 if done is not None:
                     self.outbox_bytes -= done[1]
+
+    def unattributed(self, offset: int, reason: str) -> None:
+        """Damage that cannot be pinned on one record: every branch known so far fails closed.
+
+        A frame that does not decode, or a record that lost its branch or parent, may have moved
+        any HEAD; reading a branch as if it had not would return a silently older state.
+        """
+        self.damage.append(Damage(offset, reason))
+        self.unattributed_damage = True
+        for branch in self.branches.values():
+            branch.authentic = False
 
     def _enqueue(self, item: bytes, offset: int, size: int) -> None:
         if item not in self.pending:
@@ -107,12 +125,12 @@ class Lineage:
         if frame.parent_wire_id != NO_ID:
             found = self.by_wire.get(frame.parent_wire_id)
             if found is None:
-                self.damage.append(Damage(offset, "a record frame names a parent that does not exist"))
+                self.unattributed(offset, "a record frame names a parent that does not exist")
                 return
             parent = found
         branch = self.branches.get(frame.branch_id)
         if branch is None:
-            self.damage.append(Damage(offset, "a record frame names a branch that does not exist"))
+            self.unattributed(offset, "a record frame names a branch that does not exist")
             return
         branch.appended += 1
         node = Node(
@@ -158,7 +176,7 @@ class Lineage:
         view = branch._view
         node = self.nodes[idx] if idx >= 0 else None
         if view is not None and node is not None and node.parent == branch.head:
-            if node.op is Op.DELETE:
+            if node.op is Op.DELETE and node.authentic:
                 view.pop(node.path_hash, None)
             else:
                 view[node.path_hash] = idx
@@ -176,7 +194,11 @@ class Lineage:
         return out
 
     def view(self, branch: Branch) -> dict[bytes, int]:
-        """path_hash -> index of the record visible at the branch's HEAD (tombstones removed)."""
+        """path_hash -> index of the record visible at the branch's HEAD (tombstones removed).
+
+        A damaged frame stays visible whatever its op says (its op may be what was altered), so
+        reading its path fails closed instead of showing the path as deleted.
+        """
         if branch._view is None:
             seen: set[bytes] = set()
             view: dict[bytes, int] = {}
@@ -184,7 +206,7 @@ class Lineage:
                 if node.path_hash in seen:
                     continue
                 seen.add(node.path_hash)
-                if node.op is Op.STORE:
+                if node.op is Op.STORE or not node.authentic:
                     view[node.path_hash] = node.idx
             branch._view = view
         return branch._view

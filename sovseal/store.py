@@ -35,7 +35,7 @@ from .errors import (
 )
 from .filelock import WriterLock
 from .journal import HEADER, Journal
-from .lineage import Branch, Damage, Lineage, Node
+from .lineage import Branch, Lineage, Node
 from .wire import WireItem
 
 STORE_FORMAT = 1
@@ -96,7 +96,8 @@ class LocalStore:
             wrong_key = self._end > 0 and not self._authentic_frames
             if not wrong_key:
                 self._bind_meta()
-                self._ensure_branch(DEFAULT_BRANCH)
+                if not self._lineage.unattributed_damage:  # never write into a journal that lost frames
+                    self._ensure_branch(DEFAULT_BRANCH)
         if wrong_key:
             self.close()
             raise KeyUnavailableError(
@@ -163,7 +164,7 @@ class LocalStore:
             try:
                 decoded = fr.decode(frame.body)
             except ValueError:
-                self._lineage.damage.append(Damage(frame.offset, "a frame could not be decoded"))
+                self._lineage.unattributed(frame.offset, "a frame could not be decoded")
                 continue
             self._lineage.apply(decoded, frame.offset, size, frame.authentic)
         self._end = scan.end
@@ -207,6 +208,8 @@ class LocalStore:
     def branch(self, name: str) -> Branch:
         branch = self._lineage.branches.get(self.branch_id(name))
         if branch is None:
+            if self._lineage.unattributed_damage:
+                raise IntegrityError(f"no branch {name!r} can be trusted: the journal has damage that may have held it; run verify()")
             raise UnknownBranchError(f"no branch named {name!r}; list them with branches()")
         if not branch.authentic:
             raise IntegrityError(f"the HEAD of branch {name!r} failed authentication; run verify()")
