@@ -7,7 +7,13 @@ a time-to-live. Needs the ``anonymize`` extra (``pip install "sovseal[anonymize]
 imported on first use. See docs/anonymize.md.
 """
 
-from .anonymizer import Anonymized, Anonymizer, anonymize, deanonymize, default_anonymizer
+from .anonymizer import (
+    Anonymized,
+    Anonymizer,
+    anonymize,
+    deanonymize,
+    default_anonymizer,
+)
 from .detect import Detector
 from .identity import IDENTITY_PREFIX
 from .tokens import PLACEHOLDER_RE

@@ -90,14 +90,19 @@ class Detector:
     def _build(self) -> Any:
         try:
             from presidio_analyzer import AnalyzerEngine, RecognizerRegistry
-            from presidio_analyzer.nlp_engine import NerModelConfiguration, SpacyNlpEngine
+            from presidio_analyzer.nlp_engine import (
+                NerModelConfiguration,
+                SpacyNlpEngine,
+            )
             from presidio_analyzer.predefined_recognizers import SpacyRecognizer
 
             from . import recognizers
         except ImportError as exc:
             raise AnonymizerUnavailableError(f"{_INSTALL} ({exc})") from exc
 
-        logging.getLogger("presidio-analyzer").addFilter(_QuietBelowWarning())
+        presidio_log = logging.getLogger("presidio-analyzer")
+        if not any(isinstance(f, _QuietBelowWarning) for f in presidio_log.filters):
+            presidio_log.addFilter(_QuietBelowWarning())
         pipeline = nlp.load(nlp.choose(self._ner_setting))
         config = NerModelConfiguration(
             labels_to_ignore=list(_IGNORED_LABELS),
@@ -146,25 +151,13 @@ class Detector:
             allow_list=self._allow or None,
             score_threshold=SCORE_THRESHOLD,
         )
-        identity_labels = {rec.supported_entities[0] for rec in ad_hoc}
         found = []
         for r in results:
-            priority = self._priority(r, identity_labels)
+            priority = _priority(r)
             end = r.end if priority == _PRIORITY_IDENTITY else trim_end(text, r.start, r.end)
             if end > r.start:
                 found.append((r.start, end, r.entity_type, priority))
         return merge(found)
-
-    def _priority(self, result: Any, identity_labels: set[str]) -> int:
-        name = (result.recognition_metadata or {}).get("recognizer_name", "")
-        if name.startswith("IdentityRecognizer:") or (not name and result.entity_type in identity_labels):
-            return _PRIORITY_IDENTITY
-        if name == "CamelCaseRecognizer":
-            return _PRIORITY_CAMEL
-        if name == "SpacyRecognizer":
-            return _PRIORITY_NER
-        return _PRIORITY_PATTERN
-
 
 _TRAILING = ".,;:!?'\""
 _CLOSERS = {")": "(", "]": "[", "}": "{", ">": "<"}
@@ -180,6 +173,17 @@ def trim_end(text: str, start: int, end: int) -> int:
         else:
             break
     return end
+
+
+def _priority(result: Any) -> int:
+    name = (result.recognition_metadata or {}).get("recognizer_name", "")
+    if name.startswith("IdentityRecognizer:"):
+        return _PRIORITY_IDENTITY
+    if name == "CamelCaseRecognizer":
+        return _PRIORITY_CAMEL
+    if name == "SpacyRecognizer":
+        return _PRIORITY_NER
+    return _PRIORITY_PATTERN
 
 
 def merge(found: Iterable[tuple[int, int, str, int]]) -> list[Span]:

@@ -77,7 +77,7 @@ def load(choice: str) -> Pipeline:
         )
     try:
         nlp = spacy.load(Path(choice).expanduser() if is_dir else choice)
-    except Exception as exc:  # noqa: BLE001 - any load failure means the same thing to the user
+    except Exception as exc:
         raise AnonymizerUnavailableError(
             f"NER model {choice!r} could not be loaded ({type(exc).__name__}: {exc}); "
             f"fix or reinstall it, or set {ENV_MODEL}=none to run without NER"
