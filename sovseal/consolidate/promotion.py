@@ -14,7 +14,7 @@ from ..errors import InvalidInputError
 from ..models import Memory
 from .context import Context
 from .model import PromotionAnswer, ask, invalid
-from .records import MARK, Step, Value, Write, digest_of, is_system, memories, memory_text, plan_reinforce, plan_store, steps
+from .records import MARK, RESERVED, Step, Value, Write, digest_of, is_system, memories, memory_text, plan_reinforce, plan_store, steps
 
 NAME = "promotion"
 #: Known semantic memories shown to the model per batch (the nearest to the batch's episodes).
@@ -86,8 +86,8 @@ def _plan(ctx: Context, answer: PromotionAnswer, batch: list[Memory], known: lis
             path = validate_path(fact.path)
         except InvalidInputError as exc:
             raise invalid(NAME, step_id, f"bad path {fact.path!r}: {exc}", answer) from None
-        if is_system(path):
-            raise invalid(NAME, step_id, f"path {path!r} is reserved for consolidation's own records", answer)
+        if path.startswith(RESERVED):
+            raise invalid(NAME, step_id, f"path {path!r} is reserved: {RESERVED} holds sovseal's own records", answer)
         if path in facts:
             raise invalid(NAME, step_id, f"path {path!r} is given twice", answer)
         metadata = {MARK: NAME, "consolidated_from": sorted(sources(fact.sources))}

@@ -23,7 +23,9 @@ if TYPE_CHECKING:
     from ..client import Sovseal
     from ..models import Memory
 
-PREFIX = "_sovseal/consolidation/"
+#: Paths under this are sovseal's own: a model may never name one.
+RESERVED = "_sovseal/"
+PREFIX = RESERVED + "consolidation/"
 RUNS = PREFIX + "runs/"
 STEPS = PREFIX + "steps/"
 GRAPH = PREFIX + "graph/"

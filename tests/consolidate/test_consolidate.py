@@ -163,6 +163,8 @@ def test_any_langchain_chat_model_or_plain_callable_works(filled: Sovseal) -> No
         ('{"memories": [{"path": "user.editor", "text": "neovim", "sources": [42]}]}', "episode numbers \\[42\\] do not exist"),
         ('{"memories": [], "reinforce": [{"candidate": 7}]}', "known fact 7 does not exist"),
         ('{"memories": [{"path": "_sovseal/consolidation/runs/x", "text": "sneaky"}]}', "reserved"),
+        ('{"memories": [{"path": "_sovseal/elsewhere", "text": "sneaky"}]}', "reserved"),
+        ('{"memories": [{"path": "a.b", "text": "one"}, {"path": "a.b", "text": "two"}]}', "given twice"),
     ],
 )
 def test_malformed_model_output_raises_and_writes_nothing(filled: Sovseal, answer: str, match: str) -> None:
