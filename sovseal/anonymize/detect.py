@@ -12,12 +12,13 @@ from __future__ import annotations
 
 import logging
 import os
+import re
 import threading
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from typing import Any
 
-from ..errors import AnonymizerUnavailableError
+from ..errors import AnonymizerUnavailableError, InvalidInputError
 from . import nlp
 
 __all__ = ["NER_ENTITIES", "SCORE_THRESHOLD", "Detector", "Span"]
@@ -32,6 +33,7 @@ _IGNORED_LABELS = ("CARDINAL", "ORDINAL", "QUANTITY", "MONEY", "PERCENT", "DATE"
 SCORE_THRESHOLD = 0.4
 _INSTALL = 'the anonymizer needs Microsoft Presidio: pip install "sovseal[anonymize]"'
 
+_SURROGATE = re.compile("[\ud800-\udfff]")
 _PRIORITY_PATTERN, _PRIORITY_NER, _PRIORITY_CAMEL = 3, 2, 1
 _PRIORITY_IDENTITY = 4
 
@@ -143,9 +145,14 @@ class Detector:
         ``identity`` maps a label to the user's own facts under it (``{"NAME": ["Jane Doe"]}``).
         """
         self.ready()
+        limit = self._analyzer.nlp_engine.get_nlp("en").max_length
+        if len(text) > limit:
+            raise InvalidInputError(f"text is {len(text):,} characters; the anonymizer takes at most {limit:,} per call: split it")
         ad_hoc = self._identity_recognizers(identity) if identity else []
         results = self._analyzer.analyze(
-            text,
+            # spaCy cannot encode lone surrogates (JSON can carry them): analyze a copy with U+FFFD in
+            # their place, one code point for one, so every offset still points into ``text``.
+            _SURROGATE.sub("\ufffd", text),
             language="en",
             ad_hoc_recognizers=ad_hoc or None,
             allow_list=self._allow or None,

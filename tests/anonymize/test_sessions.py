@@ -92,6 +92,8 @@ def test_bad_arguments(anonymizer: Anonymizer, detector: Detector) -> None:
         anonymizer.anonymize(b"bytes")  # type: ignore[arg-type]
     with pytest.raises(InvalidInputError):
         Anonymizer(detector=detector, ttl=0)
+    with pytest.raises(InvalidInputError, match="split it"):
+        anonymizer.anonymize("x" * 1_000_001)  # past spaCy's max_length
     _, session_id = anonymizer.anonymize("jane@acme.com")
     with pytest.raises(InvalidInputError):
         anonymizer.deanonymize(None, session_id)  # type: ignore[arg-type]
