@@ -14,7 +14,6 @@ two concurrent runs on two cores would only slow each other down.
 
 from __future__ import annotations
 
-import asyncio
 import os
 import re
 import threading
@@ -110,10 +109,14 @@ class Embedder:
 
     async def aembed_documents(self, texts: Sequence[str]) -> np.ndarray:
         """:meth:`embed_documents` in a worker thread, so the event loop keeps running."""
+        import asyncio  # only the async API needs it: keeps the cold start short
+
         return await asyncio.to_thread(self.embed_documents, texts)
 
     async def aembed_query(self, text: str) -> np.ndarray:
         """:meth:`embed_query` in a worker thread, so the event loop keeps running."""
+        import asyncio
+
         return await asyncio.to_thread(self.embed_query, text)
 
     def __call__(self, texts: Sequence[str]) -> np.ndarray:

@@ -10,7 +10,6 @@ Only the standard library is used, so the offline install carries no HTTP client
 from __future__ import annotations
 
 import os
-import urllib.request
 from pathlib import Path
 
 from sovseal.embed.model_dir import MODEL, TOKENIZER, XENOVA_INT8, XENOVA_TOKENIZER, Pinned, check_pinned, write_model_dir
@@ -39,6 +38,8 @@ def download(dest: Path, remedy: str) -> None:
 
 def _fetch(url: str, limit: int, remedy: str) -> bytes:
     """Read ``url`` into memory, refusing bodies larger than the pinned size (a wrong file, not a slow one)."""
+    import urllib.request  # only a download needs it: keeps the offline cold start short
+
     body = bytearray()
     try:
         with urllib.request.urlopen(url, timeout=TIMEOUT_S) as response:
