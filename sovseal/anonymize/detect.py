@@ -21,7 +21,7 @@ from typing import Any
 from ..errors import AnonymizerUnavailableError, InvalidInputError
 from . import nlp
 
-__all__ = ["NER_ENTITIES", "SCORE_THRESHOLD", "Detector", "Span"]
+__all__ = ["COMMON_CAMEL_CASE", "NER_ENTITIES", "SCORE_THRESHOLD", "Detector", "Span"]
 
 #: The named-entity labels anonymized (Presidio's names for spaCy's PERSON, ORG, GPE/LOC/FAC, NORP).
 #: Dates, numbers and products are left alone: they carry the meaning of a message, not who it is about.
@@ -33,6 +33,17 @@ _IGNORED_LABELS = ("CARDINAL", "ORDINAL", "QUANTITY", "MONEY", "PERCENT", "DATE"
 SCORE_THRESHOLD = 0.4
 _INSTALL = 'the anonymizer needs Microsoft Presidio: pip install "sovseal[anonymize]"'
 
+#: Well-known CamelCase product and technology names: left as written by default, since hiding
+#: "JavaScript" or "GitHub" costs the model the meaning of the question and protects no one.
+COMMON_CAMEL_CASE = frozenset(
+    (
+        "AirDrop", "AirPods", "AirPlay", "BlackBerry", "CoffeeScript", "DeepMind", "DeepSeek", "DevOps",
+        "DigitalOcean", "FaceTime", "GitHub", "GitLab", "HuggingFace", "JavaScript", "JetBrains", "LangChain",
+        "LangGraph", "LinkedIn", "LlamaIndex", "MacBook", "NumPy", "OneDrive", "OneNote", "PayPal", "PlayStation",
+        "PowerPoint", "PowerShell", "PyTorch", "SciPy", "SharePoint", "StackOverflow", "TensorFlow", "TypeScript",
+        "WhatsApp", "WordPress", "YouTube", "iCloud", "iMessage", "iPad", "iPhone", "iPod",
+    )
+)
 _SURROGATE = re.compile("[\ud800-\udfff]")
 _PRIORITY_PATTERN, _PRIORITY_NER, _PRIORITY_CAMEL = 3, 2, 1
 _PRIORITY_IDENTITY = 4
@@ -60,7 +71,8 @@ class Detector:
 
     ``ner_model``: a spaCy package name or a saved pipeline directory (default: ``SOVSEAL_NER_MODEL``,
     else an installed English model, else none; see :mod:`sovseal.anonymize.nlp`). ``allow``: words
-    never anonymized (exact match), e.g. product names the CamelCase layer would otherwise take.
+    never anonymized (exact match), e.g. product names the CamelCase layer would otherwise take; the
+    well-known ones (``GitHub``, ``JavaScript``, ...: :data:`COMMON_CAMEL_CASE`) always are.
     """
 
     def __init__(
@@ -71,7 +83,7 @@ class Detector:
         camel_case: bool = True,
     ) -> None:
         self._ner_setting = ner_model
-        self._allow = sorted(set(allow))
+        self._allow = sorted(set(allow) | (COMMON_CAMEL_CASE if camel_case else set()))
         self._camel_case = camel_case
         self._lock = threading.Lock()
         self._analyzer: Any = None
@@ -165,6 +177,7 @@ class Detector:
             if end > r.start:
                 found.append((r.start, end, r.entity_type, priority))
         return merge(found)
+
 
 _TRAILING = ".,;:!?'\""
 _CLOSERS = {")": "(", "]": "[", "}": "{", ">": "<"}
