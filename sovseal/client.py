@@ -636,6 +636,12 @@ class AsyncSovseal:
     async def delete(self, path: str) -> StoreResult | None:
         return await asyncio.to_thread(self._sync.delete, path)
 
+    async def reinforce(self, path: str) -> StoreResult | None:
+        return await asyncio.to_thread(self._sync.reinforce, path)
+
+    async def related(self, path: str, *, relation: str | None = None) -> list[Any]:
+        return await asyncio.to_thread(self._sync.related, path, relation=relation)
+
     async def snapshot(self) -> str | None:
         return await asyncio.to_thread(self._sync.snapshot)
 

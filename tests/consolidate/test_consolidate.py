@@ -272,3 +272,27 @@ def test_sdk_reinforce_counts_without_a_snapshot(mem: Sovseal) -> None:
     assert again.reinforced and again.snapshot_id == stored.snapshot_id
     assert mem.get("doc.1").reinforce_count == 1 and [e.snapshot_id for e in mem.log()] == log
     assert mem.reinforce("doc.nothing") is None
+
+
+def test_graph_answers_naming_no_fact_write_nothing(filled: Sovseal) -> None:
+    consolidate(filled, RuleChatModel(), passes="promotion")
+    log = [e.snapshot_id for e in filled.log()]
+    for answer in ('{"edges": [{"source": 0, "target": 99, "relation": "uses"}]}', '{"edges": [{"source": 1, "target": 1, "relation": "is"}]}'):
+        with pytest.raises(ModelOutputError, match="names no pair of distinct facts") as caught:
+            consolidate(filled, FakeListChatModel(responses=[answer]), passes="graph")
+        assert caught.value.pass_name == "graph"
+    assert [e.snapshot_id for e in filled.log()] == log
+
+
+def test_async_handle_reinforces_and_follows_edges(store_dir: Path, key: bytes) -> None:
+    import asyncio
+
+    from sovseal import AsyncSovseal
+
+    async def main() -> None:
+        async with AsyncSovseal(store_dir, key=key, embedder=fake_embed) as mem:
+            await mem.store("user.pet", "The user has a dog named Biscuit")
+            assert (await mem.reinforce("user.pet")).reinforced
+            assert await mem.related("user.pet") == []
+
+    asyncio.run(main())
