@@ -33,13 +33,11 @@ _ESCAPE_PRIORITY = 99
 
 def substitute(text: str, spans: Iterable[Span], session: Session) -> str:
     """``text`` with each span replaced by its session token (caller holds ``session.lock``)."""
-    session.reserved.update(PLACEHOLDER_RE.findall(text))
     found = [(s.start, s.end, s.label, 0) for s in spans]
-    for token in session.backward:
-        start = text.find(token)
-        while start >= 0:
-            found.append((start, start + len(token), ESCAPE_LABEL, _ESCAPE_PRIORITY))
-            start = text.find(token, start + len(token))
+    for literal in PLACEHOLDER_RE.finditer(text):
+        session.reserved.add(literal.group())
+        if literal.group() in session.backward:  # an issued token quoted back: it gets a token of its own
+            found.append((literal.start(), literal.end(), ESCAPE_LABEL, _ESCAPE_PRIORITY))
     out: list[str] = []
     at = 0
     for span in merge(found):

@@ -47,7 +47,7 @@ def test_no_network_and_no_files_from_a_cold_start(tmp_path: Path) -> None:
     home = tmp_path / "home"
     home.mkdir()
     env = {k: v for k, v in os.environ.items() if not k.startswith(("SOVSEAL_", "XDG_"))}
-    env.update(HOME=str(home), TLDEXTRACT_CACHE=str(home / "tld"), PYTHONPATH=os.getcwd())
+    env.update(HOME=str(home), TLDEXTRACT_CACHE=str(home / "tld"))
     proc = subprocess.run(
         [sys.executable, "-c", _SCRIPT], env=env, capture_output=True, text=True, timeout=120, cwd=tmp_path, check=False
     )
