@@ -13,9 +13,10 @@ one fact. Its label is the object key holding it, else the first path segment af
 upper-cased: ``NAME``, ``EMPLOYER``, ``CITY``, ``GITHUB``; the placeholders read ``<NAME_1>``.
 A fact matches as a whole word, in any case, with any whitespace between its words.
 
-Facts are read from the handle's current branch through the public SDK (``state()``) and cached by
-HEAD snapshot id: a snapshot id fixes the whole visible state, so the cache is exact and is
-re-read only after a write.
+Facts are read from the handle's current branch with a filtered recall (``path_prefix``), which
+opens only those records (a few milliseconds even in a large store), and cached by HEAD snapshot
+id: a snapshot id fixes the whole visible state, so the cache is exact and is re-read only after a
+write. At most :data:`MAX_FACT_RECORDS` identity memories are read.
 """
 
 from __future__ import annotations
@@ -28,6 +29,8 @@ if TYPE_CHECKING:
     from ..client import Sovseal
 
 IDENTITY_PREFIX = "identity."
+#: recall's largest ``k``: identity memories past this many are not read.
+MAX_FACT_RECORDS = 1000
 #: Shorter facts would match inside ordinary prose too often ("a", "I").
 MIN_FACT_LENGTH = 2
 
@@ -75,7 +78,8 @@ class IdentityFacts:
         with self._lock:
             if self._cached[0] == head:
                 return self._cached[1]
-        facts = facts_from_state(mem.state(), self.prefix)
+        found = mem.recall("identity", k=MAX_FACT_RECORDS, filter={"path_prefix": self.prefix})
+        facts = facts_from_state({m.path: m.payload for m in sorted(found, key=lambda m: m.path)}, self.prefix)
         with self._lock:
             self._cached = (head, facts)
         return facts
