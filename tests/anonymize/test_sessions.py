@@ -5,6 +5,7 @@ session id is a typed error."""
 from __future__ import annotations
 
 import time
+from concurrent.futures import ThreadPoolExecutor
 
 import pytest
 
@@ -98,3 +99,18 @@ def test_bad_arguments(anonymizer: Anonymizer, detector: Detector) -> None:
     with pytest.raises(InvalidInputError):
         anonymizer.deanonymize(None, session_id)  # type: ignore[arg-type]
     assert repr(anonymizer.sessions.get(session_id)) == "Session(1 tokens)"  # never the map itself
+
+
+def test_threads_sharing_one_session_agree_on_tokens(anonymizer: Anonymizer) -> None:
+    _, session_id = anonymizer.anonymize("start")
+    texts = [f"user{i % 5}@example.org wrote to user{(i + 1) % 5}@example.org" for i in range(40)]
+    with ThreadPoolExecutor(4) as pool:
+        results = list(pool.map(lambda t: anonymizer.anonymize(t, session_id=session_id).text, texts))
+    token_of: dict[str, str] = {}
+    for text, safe in zip(texts, results, strict=True):
+        originals = text.split(" wrote to ")
+        tokens = safe.split(" wrote to ")
+        for original, token in zip(originals, tokens, strict=True):
+            assert token_of.setdefault(original, token) == token  # one entity, one token, whichever thread
+    assert len(set(token_of.values())) == 5
+    assert [anonymizer.deanonymize(safe, session_id, keep=True) for safe in results] == texts
