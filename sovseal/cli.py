@@ -931,7 +931,7 @@ def consolidate(
     \b
       promotion  a chat model turns batches of episodic memories into semantic ones,
                  or reinforces the semantic memories they restate
-      graph      a chat model links related semantic memories (follow with `related`)
+      graph      a chat model links related semantic memories (Sovseal.related follows them)
       digest     a chat model summarises the day into the episodic memory digest.YYYY-MM-DD
       decay      an Ebbinghaus retention score for every memory (needs no model)
 

@@ -8,7 +8,7 @@ from datetime import date
 from typing import TYPE_CHECKING, Any
 
 from .errors import ConsolidationError
-from .records import RUNS, Step, apply_step, now_iso, put, system_value
+from .records import RUNS, Step, apply_step, put, system_value
 
 if TYPE_CHECKING:
     from ..client import Sovseal
@@ -62,6 +62,3 @@ class Context:
         self.writes += apply_step(self.mem, step)
         self.steps.append(step)
         self.progress(f"{step.kind}: step {step.id} done ({len(step.writes)} writes planned)")
-
-    def stamp(self) -> str:
-        return now_iso()

@@ -14,6 +14,7 @@ prior values in the plan are what :mod:`.rollback` restores.
 from __future__ import annotations
 
 import hashlib
+import json
 from collections.abc import Iterable
 from dataclasses import dataclass
 from datetime import UTC, datetime
@@ -208,7 +209,5 @@ def steps(mem: Sovseal, *, run: str | None = None, kind: str | None = None) -> l
 
 def memory_text(m: Memory, limit: int = 1000) -> str:
     """A memory as a model reads it: a string payload as is, anything else as compact JSON."""
-    import json
-
     text = m.payload if isinstance(m.payload, str) else json.dumps(m.payload, ensure_ascii=False, separators=(",", ":"))
     return text if len(text) <= limit else text[: limit - 1] + "…"

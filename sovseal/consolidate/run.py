@@ -61,7 +61,7 @@ class RunReport:
     passes: list[str]
     skipped: dict[str, str]  # pass -> why it did not run
     steps: int
-    writes: int  # snapshots appended or reinforcements, the run's own records not counted
+    writes: int  # writes its steps made (memories, edges, scores, reinforcements); step and audit records not counted
     counts: dict[str, Any]
     head_before: str | None
     head_after: str | None

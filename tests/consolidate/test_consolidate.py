@@ -26,7 +26,7 @@ from sovseal.consolidate import (
     runs,
 )
 from sovseal.consolidate.records import PREFIX, RUNS, STEPS
-from tests.consolidate.conftest import EPISODES, fill
+from tests.consolidate.conftest import fill
 from tests.consolidate.models import RuleChatModel
 from tests.fakes import fake_embed
 
@@ -226,10 +226,6 @@ def test_nothing_consolidation_writes_is_on_disk_in_the_clear(filled: Sovseal, s
     for f in (p for p in store_dir.rglob("*") if p.is_file()):
         data = f.read_bytes()
         assert not [w for w in words if w in data], f"plaintext in {f}"
-
-
-def test_episodes_are_the_fixture() -> None:
-    assert len(EPISODES) == 6  # the counts asserted above assume these six episodes
 
 
 @pytest.mark.parametrize(
