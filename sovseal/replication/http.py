@@ -42,7 +42,7 @@ class Outcome:
 def _decode(response: httpx.Response) -> dict[str, Any]:
     try:
         data = response.json()
-    except ValueError:
+    except (ValueError, RecursionError):  # RecursionError: nesting past the JSON parser's limit
         return {}
     return data if isinstance(data, dict) else {}
 
@@ -107,12 +107,22 @@ class Transport:
             )
         try:
             data = json.loads(response.content)
-        except ValueError:
+        except (ValueError, RecursionError):
             raise ReplicationError(
                 f"{self.target.endpoint} answered a pull with something that is not JSON", status=response.status_code
             ) from None
         if not isinstance(data, dict) or not isinstance(data.get("records"), list):
             raise ReplicationError(f"{self.target.endpoint} answered a pull without 'records'", status=response.status_code)
+        previous = cursor
+        for raw in data["records"]:  # every page must move forward, or a pull could loop forever
+            seq = raw.get("seq") if isinstance(raw, dict) else None
+            if not isinstance(seq, int) or isinstance(seq, bool) or seq <= previous:
+                raise ReplicationError(
+                    f"{self.target.endpoint} answered a pull with a record without a sequence number above {previous}; "
+                    "is it a sovseal replication server?",
+                    status=response.status_code,
+                )
+            previous = seq
         return data
 
     def close(self) -> None:

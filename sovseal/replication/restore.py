@@ -74,7 +74,9 @@ def pull_into(store: LocalStore, transport: Transport, page_size: int, progress:
             atomic_write(path, json.dumps(cursors, indent=1).encode())
             saved = safe
         if progress is not None:
-            progress(cursor - start, max(int(data.get("last", cursor)) - start, cursor - start))
+            last = data.get("last")
+            last = last if isinstance(last, int) and not isinstance(last, bool) else cursor
+            progress(cursor - start, max(last - start, cursor - start))
         if not page or not data.get("more"):
             break
     records_after, items_after = _applied(store)

@@ -8,7 +8,9 @@ refuses a request it changes nothing: every row of every table is the same befor
 
 How: Hypothesis drives an httpx client (10 s timeout: a hang fails the test) against the real
 server (uvicorn + SQLite) on loopback, seeded with real items from a store's outbox so that the
-mutations start from what an honest client sends. The server's state is read from its database
+mutations start from what an honest client sends. The other direction too: a device pulling
+from a hostile server (garbage, deep nesting, forged or out-of-order records) raises only sovseal's
+typed errors, never hangs, and imports nothing that does not verify. The server's state is read from its database
 around every request. Why Hypothesis and not schemathesis: schemathesis generates requests from
 an OpenAPI schema, and this Starlette app serves none (three hand-written routes); writing one
 only for the fuzzer would test the schema, not the server. atheris is not installed and is not
@@ -18,9 +20,11 @@ needed for three JSON endpoints. ``SOVSEAL_SOAK=1`` multiplies the examples.
 from __future__ import annotations
 
 import base64
+import http.server
 import json
 import os
 import socket
+import threading
 from collections import Counter
 from collections.abc import Iterator
 from pathlib import Path
@@ -32,6 +36,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from sovseal import Sovseal
+from sovseal.errors import SovsealError
 from sovseal.replication.protocol import HEALTH_PATH, PROJECT_HEADER, PULL_PATH, PUSH_PATH
 from sovseal.server import Limits, ServerThread
 from tests.fakes import fake_embed
@@ -259,3 +264,74 @@ def test_after_the_fuzzing_the_honest_client_still_gets_everything_back(target: 
     assert sorted(r["id"] for r in pulled if r["id"] in honest) == sorted(honest)
     assert {r["id"]: r["sealed"] for r in pulled if r["id"] in honest} == {i["id"]: i["sealed"] for i in target.items}
     figures.update(requests=sum(STATUSES.values()), statuses=dict(sorted(STATUSES.items())))
+
+
+# -- the other direction: a device pulling from a hostile or broken server ------------------------
+
+
+class HostileServer:
+    """A real HTTP server on loopback that answers every pull with the page a test sets."""
+
+    def __init__(self) -> None:
+        self.page = b"{}"
+        outer = self
+
+        class Handler(http.server.BaseHTTPRequestHandler):
+            def do_GET(self) -> None:  # noqa: N802 - the stdlib's name
+                self.send_response(200)
+                self.send_header("Content-Type", "application/json")
+                self.send_header("Content-Length", str(len(outer.page)))
+                self.end_headers()
+                self.wfile.write(outer.page)
+
+            do_POST = do_GET  # noqa: N815
+
+            def log_message(self, *args: object) -> None:
+                pass
+
+        self.httpd = http.server.ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+        self.url = f"http://127.0.0.1:{self.httpd.server_address[1]}"
+        threading.Thread(target=self.httpd.serve_forever, daemon=True).start()
+
+
+@pytest.fixture(scope="module")
+def hostile(target: Target, tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[HostileServer, Sovseal]]:
+    server = HostileServer()
+    with memory_dir(tmp_path_factory.mktemp("hostile")) as scratch:
+        with Sovseal(scratch / "device", key=os.urandom(32), embedder=fake_embed, endpoint=server.url, api_key="sov_x") as mem:
+            yield server, mem
+    server.httpd.shutdown()
+
+
+@st.composite
+def hostile_page(draw: st.DrawFn, items: list[dict[str, Any]]) -> bytes:
+    shape = draw(st.integers(0, 3))
+    if shape == 0:
+        return draw(st.binary(max_size=200))
+    if shape == 1:
+        return json.dumps(draw(json_values)).encode()
+    if shape == 2:
+        return b'{"records":' + b"[" * draw(st.integers(1000, 5000))
+    records = [
+        {**draw(mutated_item(items)), "seq": draw(st.sampled_from([1, 2, 0, -1, "1", None, True, 2**64]))}
+        for _ in range(draw(st.integers(0, 4)))
+    ]
+    page = {"records": records, "cursor": draw(json_values), "last": draw(json_values), "more": draw(st.booleans()), "held": 0}
+    return json.dumps(page).encode()
+
+
+@settings(FUZZ, max_examples=size(80, 5000))
+@given(data=st.data())
+def test_a_hostile_server_makes_pull_raise_typed_errors_and_never_hang(
+    target: Target, hostile: tuple[HostileServer, Sovseal], data: st.DataObject
+) -> None:
+    server, mem = hostile
+    server.page = data.draw(hostile_page(target.items), label="page")
+    before = mem.heads(), mem.status().records
+    try:
+        mem.pull()
+    except SovsealError:
+        pass  # ReplicationError, InvalidInputError or IntegrityError: each says what went wrong
+    else:
+        assert (mem.heads(), mem.status().records) == before  # nothing forged was imported
+    assert mem.verify().ok
