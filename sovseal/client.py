@@ -285,7 +285,7 @@ class Sovseal:
         if self.replication is not None:
             self.replication.wait_for_room()  # backpressure: the outbox is over max_outbox_bytes
         appended = self._store.append(self.branch, entry, parent=parent)
-        assert appended is not None  # only a delete can append nothing
+        assert appended is not None  # nosec B101 -- type narrowing: only a delete can append nothing
         if vector is not None:
             vectors = self._vector_index(int(vector.shape[0]))
             if vectors.missing([appended.node.idx]):
@@ -323,7 +323,7 @@ class Sovseal:
                 return None
             visible = self._store.open(idx).entry
         appended = self._store.append(self.branch, visible)  # the visible entry, byte for byte: a reinforcement
-        assert appended is not None
+        assert appended is not None  # nosec B101 -- type narrowing: a store always appends (a record or a reinforcement)
         return StoreResult(appended.snapshot_id, replicated=False, reinforced=appended.reinforced)
 
     def fork(self, snapshot_id: str | None = None, *, branch: str | None = None) -> str:

@@ -283,7 +283,8 @@ class LocalStore:
         node = self._lineage.nodes[idx]
         where = f"the record at journal byte {node.offset}"
         frame = fr.decode(self.recheck(idx))
-        assert isinstance(frame, fr.RecordFrame)
+        if not isinstance(frame, fr.RecordFrame):  # an authentic frame of another kind where a record should be
+            raise IntegrityError(f"{where} is not a record frame; run verify()")
         aad = self._record_aad(frame.wire_id, frame.parent_wire_id, frame.branch_id, frame.path_hash)
         canonical = self._sync.open(frame.sealed_entry, aad)
         parent_id = self.sid_of(node.parent) if node.parent >= 0 else None
@@ -299,7 +300,11 @@ class LocalStore:
 
     def _append(self, bodies: list[bytes], *, sync: bool = True) -> None:
         start = self._journal.append(bodies, sync=sync)
-        assert start == self._end, "journal grew under the lock"
+        if start != self._end:  # checked even under python -O: two writers at once would corrupt the lineage
+            raise StorageError(
+                f"the journal grew while this process held the writer lock (expected byte {self._end}, found {start}): "
+                "the file lock is not effective here (a network file system?); keep the store on a local disk"
+            )
         self._catch_up(owner=True)
 
     def _branch_frame(self, reason: fr.BranchReason, name: str, head: int) -> bytes:
@@ -411,7 +416,8 @@ class LocalStore:
             return WireItem(
                 "branch", frame.event_id.hex(), head, frame.branch_id.hex(), "", frame.sealed_event, frame.created_at, frame.reason.name
             )
-        assert isinstance(frame, fr.ReinforceFrame)
+        if not isinstance(frame, fr.ReinforceFrame):
+            raise ValueError(f"a {type(frame).__name__} is local bookkeeping and never replicated")
         return WireItem("reinforce", frame.event_id.hex(), frame.wire_id.hex(), "", "", frame.sealed_event, frame.at)
 
     def ack(self, ids: list[str]) -> None:

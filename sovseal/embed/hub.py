@@ -27,6 +27,8 @@ TIMEOUT_S = 30.0
 def download(dest: Path, remedy: str) -> None:
     """Fetch, verify and store the pinned files as the model directory ``dest``."""
     endpoint = os.environ.get("HF_ENDPOINT", "https://huggingface.co").rstrip("/")
+    if not endpoint.startswith(("https://", "http://")):  # urlopen would also read file:// and other schemes
+        raise ModelUnavailableError(f"HF_ENDPOINT must be an http(s) URL, got {endpoint!r}. {remedy}")
     files = {}
     for name, (remote, pin) in FILES.items():
         url = f"{endpoint}/{REPO}/resolve/{REVISION}/{remote}"
@@ -42,7 +44,7 @@ def _fetch(url: str, limit: int, remedy: str) -> bytes:
 
     body = bytearray()
     try:
-        with urllib.request.urlopen(url, timeout=TIMEOUT_S) as response:
+        with urllib.request.urlopen(url, timeout=TIMEOUT_S) as response:  # nosec B310 -- http(s) only (checked in download); bytes are sha256-pinned
             while chunk := response.read(1 << 20):
                 body += chunk
                 if len(body) > limit:

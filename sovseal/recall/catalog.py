@@ -175,7 +175,7 @@ class Catalog:
             if op in ("$ne", "$nin"):
                 hit = self._records(size) & ~hit
             return hit
-        assert isinstance(field, tuple)
+        assert isinstance(field, tuple)  # nosec B101 -- type narrowing: the str cases returned above
         name = field[1]
         if op in ("$eq", "$in") or (op == "$exists" and operand):
             if op == "$exists":

@@ -135,7 +135,7 @@ def _conditions(field: str | tuple[str, str], value: object, allowed: tuple[str,
     if not _is_operator_dict(value):
         check(label, value)
         return [Cond(field, "$eq", value)]
-    assert isinstance(value, dict)
+    assert isinstance(value, dict)  # nosec B101 -- type narrowing: every non-dict value returned above
     out: list[Cond] = []
     for op, operand in value.items():
         if op not in OPERATORS:

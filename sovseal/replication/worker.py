@@ -214,7 +214,7 @@ class Replicator:
         with self._lock:
             self._failures += 1
             ceiling = min(self.config.backoff_max, self.config.backoff_base * 2 ** min(self._failures - 1, 30))
-            delay = random.uniform(ceiling / 2, ceiling)  # "equal jitter": spread out, never hammering
+            delay = random.uniform(ceiling / 2, ceiling)  # nosec B311 -- retry jitter ("equal jitter"), not a secret
             self._retry_at = time.monotonic() + delay
             self._record(message)
             attempt = self._failures

@@ -10,6 +10,7 @@ blocking database calls in a thread pool.
 
 from __future__ import annotations
 
+import logging
 import os
 import sqlite3
 import threading
@@ -20,6 +21,7 @@ from pathlib import Path
 from typing import Any
 
 Row = tuple[Any, ...]
+log = logging.getLogger("sovseal.server")
 
 
 class Tx(ABC):
@@ -74,7 +76,7 @@ class Database(ABC):
             try:
                 conn.close()
             except Exception:  # noqa: BLE001 - closing is best effort at shutdown
-                pass
+                log.debug("closing a database connection failed", exc_info=True)
         self._local = threading.local()
 
 

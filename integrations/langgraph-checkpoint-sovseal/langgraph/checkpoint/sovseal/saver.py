@@ -214,7 +214,7 @@ class _State:
 def _entry_metadata(path: str) -> dict[str, Any]:
     """The sovseal metadata of a saver record (sealed with it; lets sovseal filters find it)."""
     parsed = parse_path(path)
-    assert parsed is not None
+    assert parsed is not None  # nosec B101 -- type narrowing: the path was written by this saver
     meta: dict[str, Any] = {
         "langgraph": parsed.kind,
         "thread_id": parsed.thread_id,
@@ -389,7 +389,7 @@ class _SovsealSaverBase(BaseCheckpointSaver[str]):
     def _checkpoint_payload(self, fam: _Family, path: str) -> dict[str, Any]:
         payload = self._read(fam, path)
         parsed = parse_path(path)
-        assert parsed is not None
+        assert parsed is not None  # nosec B101 -- type narrowing: the path was written by this saver
         if (
             not isinstance(payload, dict)
             or payload.get("lg") != "checkpoint"
@@ -405,7 +405,7 @@ class _SovsealSaverBase(BaseCheckpointSaver[str]):
     def _writes_payload(self, fam: _Family, path: str) -> dict[str, Any]:
         payload = self._read(fam, path)
         parsed = parse_path(path)
-        assert parsed is not None
+        assert parsed is not None  # nosec B101 -- type narrowing: the path was written by this saver
         if (
             not isinstance(payload, dict)
             or payload.get("lg") != "writes"
@@ -675,7 +675,7 @@ class _SovsealSaverBase(BaseCheckpointSaver[str]):
         }
         with self._s.lock:
             fam = self._family(thread_id, create=True)
-            assert fam is not None
+            assert fam is not None  # nosec B101 -- type narrowing: create=True always returns a family
             ids = fam.checkpoints.get(ns, {})
             existing = ids.get(checkpoint_id)
             path = existing or checkpoint_path(thread_id, ns, checkpoint_id)
@@ -699,7 +699,7 @@ class _SovsealSaverBase(BaseCheckpointSaver[str]):
                 and parent_ref.sid != fam.heads.get(fam.live)
             )
             if forks:
-                assert parent_ref is not None
+                assert parent_ref is not None  # nosec B101 -- type narrowing: forks is true only with a parent
                 self._fork_store(fam, parent_ref.sid, records)
             else:
                 self._append(fam, fam.live, records)
@@ -722,7 +722,7 @@ class _SovsealSaverBase(BaseCheckpointSaver[str]):
             incoming[WRITES_IDX_MAP.get(channel, idx)] = (channel, self.serde.dumps_typed(value))
         with self._s.lock:
             fam = self._family(thread_id, create=True)
-            assert fam is not None
+            assert fam is not None  # nosec B101 -- type narrowing: create=True always returns a family
             self._ensure_writes_branch(fam)
             path = fam.task_writes.get((ns, checkpoint_id), {}).get(task_id) or writes_path(thread_id, ns, checkpoint_id, task_id)
             current = self._writes_payload(fam, path) if path in fam.merged else None
@@ -877,7 +877,7 @@ class _SovsealSaverBase(BaseCheckpointSaver[str]):
             current_v = current
         else:
             current_v = int(str(current).split(".")[0])
-        return f"{current_v + 1:032}.{random.random():016}"
+        return f"{current_v + 1:032}.{random.random():016}"  # nosec B311 -- a tie-breaker as in langgraph's InMemorySaver, not a secret
 
     # -- time travel and integrity -------------------------------------------------------------------
 

@@ -284,7 +284,7 @@ class SovsealStore(BaseStore):
     def _entry(self, path: str, memory: Any) -> _Entry:
         parsed = parse_item_path(path)
         meta = memory.metadata
-        assert parsed is not None
+        assert parsed is not None  # nosec B101 -- type narrowing: the path was written by this store
         if (
             not isinstance(meta, dict)
             or meta.get("langgraph") != "store"
