@@ -55,6 +55,17 @@ def _dt(ts: float | None) -> datetime | None:
 
 
 
+class _Shared:
+    """What every view of one open store shares, created on first use: embedder, index, recall engine."""
+
+    def __init__(self, embedder: EmbedFn | None) -> None:
+        self.embedder = embedder
+        self.index: VectorIndex | None = None
+        self.recaller: RecallEngine | None = None
+        self.lock = threading.Lock()
+        self.listeners: dict[str, list[Callable[..., None]]] = defaultdict(list)
+
+
 _ITEM_KEYS = frozenset({"path", "payload", "metadata", "type", "provenance", "text", "index"})
 
 
@@ -112,10 +123,8 @@ class Sovseal:
         self._store = LocalStore(self.path, master, lock_timeout=lock_timeout)
         self._store.branch(branch)  # an unknown branch fails here, not on first use
         self.branch = branch
-        self._embedder = embedder
-        self._index: VectorIndex | None = None
-        self._index_lock = threading.Lock()
-        self._listeners: dict[str, list[Callable[..., None]]] = defaultdict(list)
+        self._shared = _Shared(embedder)
+        self._is_view = False
         #: The write-behind worker, or None without an endpoint: flush(), rejected(), retry(), status().
         self.replication: Replicator | None = None
         try:
@@ -123,7 +132,7 @@ class Sovseal:
                 self._store,
                 master,
                 self._emit,
-                has_listener=lambda event: bool(self._listeners[event]),
+                has_listener=lambda event: bool(self._shared.listeners[event]),
                 endpoint=endpoint,
                 api_key=api_key,
                 project=project,
@@ -148,14 +157,32 @@ class Sovseal:
         self._recall_engine()
 
     def close(self) -> None:
-        if self._store.closed:
+        """Close the store (and every view of it). Closing a view closes nothing: the store stays open."""
+        if self._store.closed or self._is_view:
             return
         if self.replication is not None:
             self.replication.close()  # a healthy worker drains first; the rest goes on the next open
-        with self._index_lock:
-            if self._index is not None:
-                self._index.close()
+        with self._shared.lock:
+            if self._shared.index is not None:
+                self._shared.index.close()
         self._store.close()
+
+    def view(self, branch: str | None = None) -> Sovseal:
+        """Another handle on this open store, with its own current branch (default: this one's).
+
+        A view shares everything else: the storage, the writer lock, the keys, the embedder, the
+        index, the recall catalog and the replication worker, so it costs nothing to open and
+        never conflicts with this handle. Frameworks use one to work on a branch without moving
+        the branch of the handle they were given. Closing a view is a no-op.
+        """
+        self._check_open()
+        name = self.branch if branch is None else branch
+        with self._store.reading():
+            self._store.branch(name)  # an unknown branch fails here
+        other = object.__new__(type(self))
+        other.__dict__.update(self.__dict__)
+        other.branch, other._is_view = name, True
+        return other
 
     def __enter__(self) -> Sovseal:
         return self
@@ -167,20 +194,23 @@ class Sovseal:
         """Register a callback for an event (``replication-error``, ``replicated``)."""
         if event not in EVENTS:
             raise InvalidInputError(f"unknown event {event!r}; events are {', '.join(EVENTS)}")
-        self._listeners[event].append(callback)
+        self._shared.listeners[event].append(callback)
 
     def _emit(self, event: str, *args: object) -> None:
-        for callback in list(self._listeners[event]):
+        for callback in list(self._shared.listeners[event]):
             callback(*args)
 
     # -- embedding and indexing ----------------------------------------------------------
 
     def _embed_fn(self) -> EmbedFn:
-        if self._embedder is None:
-            from .embed import Embedder
+        shared = self._shared
+        if shared.embedder is None:
+            with shared.lock:
+                if shared.embedder is None:
+                    from .embed import Embedder
 
-            self._embedder = Embedder()
-        return self._embedder
+                    shared.embedder = Embedder()
+        return shared.embedder
 
     def _embed(self, texts: Sequence[str]) -> np.ndarray:
         vectors = np.asarray(self._embed_fn()(list(texts)), dtype=np.float32)
@@ -190,12 +220,14 @@ class Sovseal:
         return vectors / np.where(norms == 0, 1, norms)
 
     def _vector_index(self, dim: int | None = None) -> VectorIndex:
-        with self._index_lock:
-            if self._index is None:
-                if dim is None:
-                    dim = int(self._embed(["dimension probe"]).shape[1])
-                self._index = VectorIndex(self.path / "index", dim)
-            return self._index
+        shared = self._shared
+        if shared.index is None and dim is None:
+            dim = int(self._embed(["dimension probe"]).shape[1])  # outside the lock: it may load the model
+        with shared.lock:
+            if shared.index is None:
+                assert dim is not None
+                shared.index = VectorIndex(self.path / "index", dim)
+            return shared.index
 
     def _check_open(self) -> None:
         if self._store.closed:
@@ -510,13 +542,12 @@ class Sovseal:
 
     def _recall_engine(self) -> RecallEngine:
         """The recall engine, started on first use: it loads its in-memory catalog in the background."""
-        engine = self.__dict__.get("_recaller")
-        if engine is None:
-            with self._index_lock:
-                engine = self.__dict__.get("_recaller")
-                if engine is None:
-                    engine = self._recaller = RecallEngine(self._store, self._embed, self._vector_index)
-        return engine
+        shared = self._shared
+        if shared.recaller is None:
+            with shared.lock:
+                if shared.recaller is None:
+                    shared.recaller = RecallEngine(self._store, self._embed, self._vector_index)
+        return shared.recaller
 
     def _index_missing(self, index: VectorIndex, nodes: set[int]) -> None:
         """Embed records the index lacks (stored by another process, pulled, or lost in a crash)."""
@@ -588,7 +619,7 @@ class Sovseal:
         with self._store.reading() as lineage:
             head = self._store.branch(self.branch).head
             sync, rest = self._store.seals
-            index = self._index
+            index = self._shared.index
             return ReplicatedStatus(
                 replication=replication,
                 path=str(self.path),
@@ -618,6 +649,12 @@ class AsyncSovseal:
     @property
     def branch(self) -> str:
         return self._sync.branch
+
+    def view(self, branch: str | None = None) -> AsyncSovseal:
+        """Another handle on this open store with its own current branch (see ``Sovseal.view``)."""
+        other = object.__new__(AsyncSovseal)
+        other._sync = self._sync.view(branch)
+        return other
 
     async def ready(self) -> None:
         await asyncio.to_thread(self._sync.ready)

@@ -186,14 +186,14 @@ def test_recall_params_must_be_recall_params(mem: Sovseal) -> None:
 
 def test_the_query_embedding_is_cached(mem: Sovseal) -> None:
     calls: list[list[str]] = []
-    inner = mem._embedder
+    inner = mem._shared.embedder
     assert inner is not None
 
     def counting(texts):  # type: ignore[no-untyped-def]
         calls.append(list(texts))
         return inner(texts)
 
-    mem._embedder = counting
+    mem._shared.embedder = counting
     mem.store("a", "alpha")
     calls.clear()
     for _ in range(3):

@@ -78,7 +78,7 @@ def test_replicates_in_the_background_and_a_second_device_restores_everything(tm
             assert result.new_items == len(ids) and result.waiting == 0 and seen[-1][0] == seen[-1][1]
             assert snapshot_of(two) == expected and two.verify().ok
             two.checkout("main")
-            index = two._index
+            index = two._shared.index
             assert index is not None and not index.missing(set(two._store._lineage.view(two._store.branch("main")).values()))
             assert [m.path for m in two.recall("editor", k=5)]  # the index is warm after pull
             with open_mem(tmp_path / "one", key, server.url, api) as one_again:  # incremental: only new items

@@ -121,17 +121,14 @@ class SovsealVectorStore(VectorStore):
         if client_kwargs.get("embedder") is not None:
             raise ValueError("pass embedding= (a LangChain Embeddings); the store gives the sovseal handle its embedder")
         # Only a handle this store opens gets this store's embeddings; a client passed in keeps its own.
-        self._embedder = _Embedder(self._embedding) if client is None else None
         self._client, self._owns_client = open_client(
             client,
             path=path,
             key=key,
-            embedder=self._embedder,
+            embedder=_Embedder(self._embedding) if client is None else None,
             branch=branch,
             client_kwargs=client_kwargs,
         )
-        self._key = key
-        self._client_kwargs = dict(client_kwargs)
         self._memory_type = memory_type
 
     # -- properties and lifecycle ------------------------------------------------------------
@@ -522,7 +519,8 @@ class SovsealVectorStore(VectorStore):
         """A new store on a new branch starting at ``snapshot_id`` (default: this HEAD).
 
         This store stays on its branch; writes to either store are invisible to the other. The new
-        store has its own sovseal handle (close it with :meth:`close`).
+        store works through a view of this store's sovseal handle (``Sovseal.view``): it needs no key
+        of its own, and it closes when this store's handle closes.
         """
         start = snapshot_id if snapshot_id is not None else self._client.snapshot()
         return self._on_sibling(lambda handle: handle.fork(start, branch=branch))
@@ -532,26 +530,12 @@ class SovsealVectorStore(VectorStore):
         return self._on_sibling(lambda handle: handle.checkout(branch))
 
     def _on_sibling(self, move: Callable[[Sovseal], object]) -> SovsealVectorStore:
-        """A copy of this store on another handle to the same sovseal store, moved by ``move``.
-
-        Until the SDK has ``Sovseal.view(branch)`` (a handle sharing this one's open store), the other
-        handle is opened from the same path and key: a fork must not move this store's branch.
-        """
-        if has_method(self._client, "view"):
-            handle, embedder = self._client.view(self._client.branch), self._embedder  # type: ignore[attr-defined]
-        else:
-            embedder = self._embedder if self._embedder is not None else _Embedder(self._embedding)
-            handle = Sovseal(
-                self._client.path, key=self._key, branch=self._client.branch, embedder=embedder, **self._client_kwargs
-            )
-        try:
-            move(handle)
-        except BaseException:
-            handle.close()
-            raise
+        """A copy of this store on a view of its handle (same open store, own branch), moved by ``move``."""
+        handle = self._client.view()
+        move(handle)
         other = type(self).__new__(type(self))
         other.__dict__.update(self.__dict__)
-        other._client, other._owns_client, other._embedder = handle, True, embedder
+        other._client, other._owns_client = handle, False
         return other
 
     def branches(self) -> list[str]:

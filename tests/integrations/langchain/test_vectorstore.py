@@ -354,3 +354,17 @@ def test_add_documents_embeds_in_batches(store_dir: Path, key: bytes) -> None:
         assert embeddings.calls == [256, 44]
         assert store.similarity_search_with_score("apple banana banana", k=1)[0][1] == pytest.approx(1.0, abs=1e-5)
         assert len(store.get_by_ids([str(i) for i in range(300)])) == 300
+
+
+def test_fork_of_a_store_on_a_client_with_an_explicit_key(store_dir: Path, key: bytes) -> None:
+    """fork/checkout work on a view of the given handle: no second open, no keychain lookup."""
+    with Sovseal(store_dir, key=key, embedder=AxisEmbeddings().embed_documents) as client:
+        store = SovsealVectorStore(AxisEmbeddings(), client=client)
+        store.add_documents(_docs()[:2])
+        forked = store.fork(branch="experiment")
+        forked.add_documents([Document(id="f", page_content="fig", metadata={})])
+        assert client.branch == "main" and forked.branch == "experiment"
+        assert sorted(d.id for d in store.similarity_search("fig", k=10)) == ["a", "ab"]
+        assert sorted(d.id for d in store.checkout("experiment").similarity_search("fig", k=10)) == ["a", "ab", "f"]
+        forked.close()  # closes nothing: the client stays open
+        assert store.similarity_search("apple", k=1)
