@@ -8,7 +8,7 @@ ends with the same lineage, state and metadata on every branch.
 
 How: a real store (fsynced journal, write-behind worker) writes a seeded random mix of stores,
 reinforcements, deletes, forks, checkouts and rollbacks while its worker pushes batches of at
-most two items through :class:`tests.replication.proxy.FaultProxy` (real sockets) to the real
+most two items (0.5 s request timeout, so a ``hang`` is an ambiguous outcome, retried) through :class:`tests.replication.proxy.FaultProxy` (real sockets) to the real
 server on SQLite, which a second thread restarts every few hundred pushes. Stores and database
 live in RAM (``/dev/shm``) when it exists: they still fsync, which costs nothing there, so the
 run is paced by the network path under test rather than by the disk. The proxy picks a
@@ -16,7 +16,7 @@ fault per push from a seeded RNG. The check at the end reads the server only thr
 endpoint, as a device would.
 
 Normal mode: 2,000 operations, ~1,000 distinct batches and >1,000 push attempts, ~6 restarts.
-``SOVSEAL_SOAK=1``: 20,000 operations, ~10,000 batches, ~60 restarts.
+``SOVSEAL_SOAK=1``: 20,000 operations, ~10,000 batches, ~60 restarts, on SQLite and on PostgreSQL.
 """
 
 from __future__ import annotations
@@ -35,8 +35,9 @@ import pytest
 from sovseal import Sovseal
 from sovseal.crypto import project_blind_id
 from sovseal.server import ServerThread
-from tests.reliability._net import RestartableServer, memory_dir, size
-from tests.replication.conftest import FAST, open_mem
+from tests.reliability._net import SOAK, RestartableServer, memory_dir, size
+from tests.replication.conftest import FAST, drop_postgres_database, fresh_postgres_database, open_mem
+from tests.replication.conftest import postgres_url  # noqa: F401 - the PostgreSQL fixture, for the soak
 from tests.replication.helpers import server_items, snapshot_of
 from tests.replication.proxy import Captured, FaultProxy
 
@@ -55,10 +56,13 @@ FAULTS = [
     ("status:503", 4),
     ("status:502", 2),
     ("status:500", 2),
+    ("hang", 0.3),  # forwarded, never answered: the client times out on an outcome it cannot know
 ]
 
 #: Fast retries, same code paths as the defaults; batches of at most 2 items, so many batches.
-CHAOS = dataclasses.replace(FAST, batch_items=2, linger=0.005, backoff_base=0.005, backoff_max=0.04, poll_interval=0.005)
+CHAOS = dataclasses.replace(
+    FAST, batch_items=2, linger=0.005, backoff_base=0.005, backoff_max=0.04, poll_interval=0.005, request_timeout=0.5
+)
 
 
 def operate(mem: Sovseal, rng: random.Random, count: int) -> dict[str, int]:
@@ -102,12 +106,26 @@ def scratch(tmp_path: Path) -> Iterator[Path]:
         yield path
 
 
-def test_chaos_network_and_restarts_end_with_byte_equal_server_and_restore(scratch: Path, key: bytes, figures: dict[str, Any]) -> None:
-    tmp_path = scratch
+@pytest.fixture(params=["sqlite", "postgresql"] if SOAK else ["sqlite"])
+def database(request: pytest.FixtureRequest, scratch: Path) -> Iterator[str]:
+    """SQLite in the test command; the soak runs PostgreSQL as well."""
+    if request.param == "sqlite":
+        yield str(scratch / "server.sqlite3")
+        return
+    url = fresh_postgres_database(request.getfixturevalue("postgres_url"))
+    try:
+        yield url
+    finally:
+        drop_postgres_database(url)
+
+
+def test_chaos_network_and_restarts_end_with_byte_equal_server_and_restore(
+    scratch: Path, database: str, key: bytes, figures: dict[str, Any]
+) -> None:
     rng = random.Random(SEED)
     fault_rng = random.Random(SEED + 1)
     actions, weights = zip(*FAULTS)
-    server = RestartableServer(tmp_path / "server.sqlite3")
+    server = RestartableServer(database)
     api = server.server.storage.create_api_key()
     project = project_blind_id("default", key)
     pushes = 0
@@ -135,7 +153,7 @@ def test_chaos_network_and_restarts_end_with_byte_equal_server_and_restore(scrat
     worker = threading.Thread(target=restarter, name="restarter", daemon=True)
     worker.start()
     try:
-        with open_mem(tmp_path / "one", key, proxy.url, api, replication_config=CHAOS) as one:
+        with open_mem(scratch / "one", key, proxy.url, api, replication_config=CHAOS) as one:
             done = operate(one, rng, OPERATIONS)
             wrote = time.perf_counter() - started
             assert one.replication is not None
@@ -161,7 +179,7 @@ def test_chaos_network_and_restarts_end_with_byte_equal_server_and_restore(scrat
         restore_server = ServerThread(server.database)
         server.stop()
         with restore_server:
-            with open_mem(tmp_path / "two", key, restore_server.url, api) as two:
+            with open_mem(scratch / "two", key, restore_server.url, api) as two:
                 assert two.pull().waiting == 0
                 assert two.verify().ok
                 assert snapshot_of(two) == expected
@@ -177,6 +195,7 @@ def test_chaos_network_and_restarts_end_with_byte_equal_server_and_restore(scrat
         assert action in seen, f"the run never injected {action}"
     assert server.restarts >= 3
     figures.update(
+        backend="postgresql" if database.startswith("postgresql") else "sqlite",
         operations=OPERATIONS,
         items=len(journal),
         push_attempts=len(seen),
