@@ -144,11 +144,13 @@ class SovsealVectorStore(BasePydanticVectorStore):
 
     def _item(self, node: BaseNode) -> dict[str, Any]:
         metadata = node_to_metadata_dict(node, remove_text=True, flat_metadata=self.flat_metadata)
+        content = node.get_content(metadata_mode=MetadataMode.NONE)
         return {
             "path": self._path(node.node_id),
-            "payload": node.get_content(metadata_mode=MetadataMode.NONE),
+            "payload": content,
             "metadata": metadata,
             "type": self.memory_type,
+            "text": content or None,  # embed and match the node's text alone, not its generated path
         }
 
     def _plan(
