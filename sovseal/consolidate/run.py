@@ -164,11 +164,13 @@ def consolidate(
         say(f"{name} pass")
         PASSES[name](ctx)
     counts = _counts(ctx.steps)
+    head_after = None
     if ctx.started:
-        ctx.audit("done", finished_at=now_iso(), head_after=mem.snapshot(), counts=counts, steps=len(ctx.steps), writes=ctx.writes)
+        head_after = mem.snapshot()  # after the last step; the audit record's closing snapshot follows it
+        ctx.audit("done", finished_at=now_iso(), head_after=head_after, counts=counts, steps=len(ctx.steps), writes=ctx.writes)
     return RunReport(
         ctx.run if ctx.started else None, bool(running), chosen, skipped, len(ctx.steps), ctx.writes, counts,
-        ctx.head_before if ctx.started else None, mem.snapshot() if ctx.started else None,
+        ctx.head_before if ctx.started else None, head_after,
     )
 
 

@@ -53,7 +53,7 @@ def test_consolidate_runs_rollback_end_to_end(run: Run) -> None:
     assert run("consolidate", "--model", MODEL).stdout.startswith("nothing to do")
     listed = run.json("consolidate", "runs")
     assert [r["status"] for r in listed] == ["done", "done"] and listed[1]["run"] == report["run"]
-    assert listed[1]["head_before"] == report["head_before"]
+    assert listed[1]["head_before"] == report["head_before"] and listed[1]["head_after"] == report["head_after"]
 
     undone = run("consolidate", "rollback", report["run"])
     assert undone.stdout.startswith(f"rolled back {report['run']}: ")

@@ -65,7 +65,7 @@ def test_a_run_promotes_links_digests_scores_and_audits(filled: Sovseal) -> None
     assert {"user.editor", "user.testing", "project.ci", f"digest.{day}"} <= new_paths
     audit = get_run(filled, report.run)
     assert audit.status == "done" and audit.head_before == head_before
-    assert log[0].path == RUNS + report.run and log[1].snapshot_id == audit.head_after  # the audit record closes the run
+    assert log[0].path == RUNS + report.run and log[1].snapshot_id == audit.head_after == report.head_after  # the audit record closes the run
     assert audit.counts == report.counts and [r.run for r in runs(filled)] == [report.run]
     assert filled.verify().ok
 
