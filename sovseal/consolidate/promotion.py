@@ -90,6 +90,9 @@ def _plan(ctx: Context, answer: PromotionAnswer, batch: list[Memory], known: lis
             raise invalid(NAME, step_id, f"path {path!r} is reserved: {RESERVED} holds sovseal's own records", answer)
         if path in facts:
             raise invalid(NAME, step_id, f"path {path!r} is given twice", answer)
+        held = ctx.mem.get(path)
+        if held is not None and held.type == "episodic":
+            raise invalid(NAME, step_id, f"path {path!r} holds an episodic memory; a fact must not replace an episode", answer)
         metadata = {MARK: NAME, "consolidated_from": sorted(sources(fact.sources))}
         facts[path] = Value(fact.text, metadata, "semantic", "observed")
     again: list[str] = []

@@ -165,6 +165,7 @@ def test_any_langchain_chat_model_or_plain_callable_works(filled: Sovseal) -> No
         ('{"memories": [{"path": "_sovseal/consolidation/runs/x", "text": "sneaky"}]}', "reserved"),
         ('{"memories": [{"path": "_sovseal/elsewhere", "text": "sneaky"}]}', "reserved"),
         ('{"memories": [{"path": "a.b", "text": "one"}, {"path": "a.b", "text": "two"}]}', "given twice"),
+        ('{"memories": [{"path": "chat.3", "text": "The weather was nice"}]}', "must not replace an episode"),
     ],
 )
 def test_malformed_model_output_raises_and_writes_nothing(filled: Sovseal, answer: str, match: str) -> None:
