@@ -6,8 +6,10 @@ scores what the run itself wrote, and a second run on the same day finds every s
 
 from __future__ import annotations
 
+import fcntl
 import os
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterator, Sequence
+from contextlib import contextmanager
 from dataclasses import dataclass, field
 from datetime import UTC, date, datetime
 from typing import TYPE_CHECKING, Any
@@ -31,6 +33,7 @@ PASSES: dict[str, Callable[[Context], None]] = {
 #: The passes that ask a chat model; without one a run does the others and says it skipped these.
 NEEDS_MODEL = ("promotion", "graph", "digest")
 MAX_BATCH = 64
+LOCK_FILE = "CONSOLIDATE.lock"
 
 
 class UnknownRunError(ConsolidationError, InvalidInputError):
@@ -137,9 +140,15 @@ def consolidate(
     (writing nothing for that batch) when the model's answer is not the JSON asked for.
     """
     chosen = _check(model, passes, batch_size, as_of)
-    say = progress or (lambda _msg: None)
+    with exclusive(mem):
+        return _consolidate(mem, model, chosen, passes is None, batch_size, as_of, progress or (lambda _msg: None))
+
+
+def _consolidate(
+    mem: Sovseal, model: Any, chosen: list[str], by_default: bool, batch_size: int, as_of: date | None, say: Callable[[str], None]
+) -> RunReport:
     skipped: dict[str, str] = {}
-    if passes is None and model is None:
+    if by_default and model is None:
         skipped = {p: "needs a chat model" for p in chosen if p in NEEDS_MODEL}
         chosen = [p for p in chosen if p not in NEEDS_MODEL]
     running = [r for r in runs(mem) if r.status == "running"]
@@ -174,6 +183,24 @@ def consolidate(
     )
 
 
+@contextmanager
+def exclusive(mem: Sovseal) -> Iterator[None]:
+    """One consolidation (run or rollback) at a time per store, across processes: ``flock`` on an
+    empty ``CONSOLIDATE.lock`` in the store directory (released by the kernel if the process dies)."""
+    fd = os.open(mem.path / LOCK_FILE, os.O_RDWR | os.O_CREAT, 0o600)
+    try:
+        try:
+            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except BlockingIOError:
+            raise ConsolidationError(
+                f"another consolidation is running on {mem.path}; wait for it to finish (a run that died "
+                "releases the lock, and the next run resumes it)"
+            ) from None
+        yield
+    finally:
+        os.close(fd)  # closing the descriptor releases the lock
+
+
 def _counts(done: list[Step]) -> dict[str, Any]:
     out: dict[str, Any] = {}
     for s in done:
@@ -197,6 +224,11 @@ def rollback_run(mem: Sovseal, run_id: str) -> RollbackReport:
     edges) are kept too, in ``superseded``. Reinforcements are not snapshots and stay. The run's step records are deleted,
     so the next run consolidates those inputs again.
     """
+    with exclusive(mem):
+        return _rollback(mem, run_id)
+
+
+def _rollback(mem: Sovseal, run_id: str) -> RollbackReport:
     record = get_run(mem, run_id)
     if record.status == "rolled_back":
         return RollbackReport(run_id, [], [], [], 0, already=True)

@@ -293,3 +293,22 @@ def test_async_handle_reinforces_and_follows_edges(store_dir: Path, key: bytes) 
             assert await mem.related("user.pet") == []
 
     asyncio.run(main())
+
+
+def test_one_consolidation_at_a_time(filled: Sovseal, store_dir: Path) -> None:
+    import fcntl
+
+    from sovseal.consolidate.run import LOCK_FILE
+
+    report = consolidate(filled, RuleChatModel())
+    fd = os.open(store_dir / LOCK_FILE, os.O_RDWR)  # another process's run, as far as flock can tell
+    try:
+        fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        with pytest.raises(ConsolidationError, match="another consolidation is running"):
+            consolidate(filled, RuleChatModel())
+        with pytest.raises(ConsolidationError, match="another consolidation is running"):
+            rollback_run(filled, report.run)
+    finally:
+        os.close(fd)
+    assert rollback_run(filled, report.run).restored  # free again
+    assert (store_dir / LOCK_FILE).stat().st_size == 0
