@@ -244,26 +244,41 @@ def test_raw_bytes_that_are_not_http_leave_the_server_serving_and_unchanged(targ
     assert target.state() == before
 
 
-def test_after_the_fuzzing_the_honest_client_still_gets_everything_back(target: Target, figures: dict[str, Any]) -> None:
-    """The seeded half is intact and the other half still pushes: fuzzing broke nothing."""
+def test_after_the_fuzzing_the_honest_client_still_gets_everything_back(
+    target: Target, tmp_path: Path, figures: dict[str, Any]
+) -> None:
+    """What was stored before the fuzzing is intact, and an honest device still pushes and pulls.
+
+    (The second half of the seeded history is not reused here: the fuzzing may legitimately have
+    stored a mutated body under one of its ids first, and then the honest one is a 409 conflict.)
+    """
     half = len(target.items) // 2
-    response = target.client.post(
-        PUSH_PATH, content=json.dumps({"records": target.items[half:], "after": target.items[half - 1]["id"]}), headers=target.headers()
-    )
+    pulled = pull_all(target, target.headers())
+    seeded = {i["id"]: i for i in target.items[:half]}
+    mine = [r for r in pulled if r["id"] in seeded]
+    assert len(mine) == len(seeded) and all(r["sealed"] == seeded[r["id"]]["sealed"] for r in mine)
+    with memory_dir(tmp_path) as scratch:
+        with Sovseal(scratch / "honest", key=os.urandom(32), embedder=fake_embed, endpoint="") as mem:
+            history(mem, tag=".honest")
+            honest = [item.to_json() for item in mem.export_items()]
+    project = "d" * 64
+    headers = {**target.headers(project=project), "Authorization": f"Bearer {target.server.storage.create_api_key(project)}"}
+    response = target.client.post(PUSH_PATH, content=json.dumps({"records": honest, "after": ""}), headers=headers)
     assert response.status_code == 200, response.text
+    back = pull_all(target, headers)
+    assert [(r["id"], r["sealed"]) for r in back] == [(i["id"], i["sealed"]) for i in honest]
+    figures.update(requests=sum(STATUSES.values()), statuses=dict(sorted(STATUSES.items())))
+
+
+def pull_all(target: Target, headers: dict[str, str]) -> list[dict[str, Any]]:
     pulled: list[dict[str, Any]] = []
     cursor = 0
     while True:
-        page = target.client.get(PULL_PATH, params={"cursor": cursor, "limit": 50}, headers=target.headers()).json()
+        page = target.client.get(PULL_PATH, params={"cursor": cursor, "limit": 50}, headers=headers).raise_for_status().json()
         pulled += page["records"]
         cursor = page["cursor"]
         if not page["more"]:
-            break
-    honest = {i["id"] for i in target.items}
-    # Each honest item exactly once (fuzzed pushes may have sent some early, with another 'after').
-    assert sorted(r["id"] for r in pulled if r["id"] in honest) == sorted(honest)
-    assert {r["id"]: r["sealed"] for r in pulled if r["id"] in honest} == {i["id"]: i["sealed"] for i in target.items}
-    figures.update(requests=sum(STATUSES.values()), statuses=dict(sorted(STATUSES.items())))
+            return pulled
 
 
 # -- the other direction: a device pulling from a hostile or broken server ------------------------
