@@ -121,7 +121,10 @@ class Sovseal:
             # An existing store never gets a fresh key: that key could not open it.
             master, self.key_backend = load_master_key(self.path, create=not store_exists(self.path))
         self._store = LocalStore(self.path, master, lock_timeout=lock_timeout)
-        self._store.branch(branch)  # an unknown branch fails here, not on first use
+        try:
+            self._store.branch(branch)  # an unknown branch fails here, not on first use
+        except IntegrityError:
+            pass  # it exists but its HEAD is damaged: verify() reports it; reads and writes fail closed
         self.branch = branch
         self._shared = _Shared(embedder)
         self._is_view = False
