@@ -124,7 +124,7 @@ def test_chaos_network_and_restarts_end_with_byte_equal_server_and_restore(
 ) -> None:
     rng = random.Random(SEED)
     fault_rng = random.Random(SEED + 1)
-    actions, weights = zip(*FAULTS)
+    actions, weights = zip(*FAULTS, strict=True)
     server = RestartableServer(database)
     api = server.server.storage.create_api_key()
     project = project_blind_id("default", key)

@@ -129,7 +129,7 @@ def test_concurrent_clients_lose_and_duplicate_nothing(database: str, figures: d
                 pull_latency.extend(mine)
                 pages_seen[project] = last_seq
 
-        pushers = [threading.Thread(target=pusher, args=(p, c), name=f"pusher-{i}") for i, (p, c) in enumerate(zip(PROJECTS, chains))]
+        pushers = [threading.Thread(target=pusher, args=(p, c), name=f"pusher-{i}") for i, (p, c) in enumerate(zip(PROJECTS, chains, strict=True))]
         pullers = [threading.Thread(target=puller, args=(p,), name=f"puller-{p[:1]}") for p in (PROJECTS[0], PROJECTS[-1])]
         started = time.perf_counter()
         for t in pushers + pullers:
@@ -145,7 +145,7 @@ def test_concurrent_clients_lose_and_duplicate_nothing(database: str, figures: d
         # Zero lost, zero duplicated, each client's order kept, for every project.
         lost = duplicated = 0
         for project in sorted(set(PROJECTS)):
-            sent = [c for p, c in zip(PROJECTS, chains) if p == project]
+            sent = [c for p, c in zip(PROJECTS, chains, strict=True) if p == project]
             page = server.storage.pull(project, 0, 10**9)
             stored = [json.loads(body)["id"] for _, body in page.rows]
             wanted = {item["id"] for c in sent for item in c}

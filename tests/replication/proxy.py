@@ -117,7 +117,7 @@ class FaultProxy:
         return len(self._stash)
 
     def deliver_stash(self) -> None:
-        """Forward any batch still held back by ``early`` (a test's last step)."""
+        """Forward any batch still held back by ``early`` (a test's last step); ``stashed()`` says if any is left."""
         assert self._loop is not None
         asyncio.run_coroutine_threadsafe(self._flush_stash(), self._loop).result(30)
 
@@ -165,7 +165,10 @@ class FaultProxy:
         """
         async with self._stash_lock:
             while self._stash:
-                response = await self._forward(self._stash[0])
+                try:
+                    response = await self._forward(self._stash[0])
+                except httpx.HTTPError:
+                    return  # the server is down (restarting): try again later, see stashed()
                 if response.status_code >= 500:
                     return  # try again after the next forwarded push
                 self._stash.pop(0)
