@@ -425,7 +425,7 @@ def throughput_plot(runs: dict[str, Any], img: Path) -> str:
     panels: list[tuple[str, str, dict[str, float]]] = []
     if "embed" in runs:
         s = runs["embed"]["results"]["systems"]
-        panels.append(("embedder, bulk", "texts/s", {n.split(" (")[0].split(":")[0]: v["bulk_texts_per_s"] for n, v in s.items()}))
+        panels.append(("embedder, bulk", "texts/s", {("sovseal" if n.startswith("sovseal") else "int8 file, bare"): v["bulk_texts_per_s"] for n, v in s.items()}))
     if "langchain" in runs:
         st = runs["langchain"]["results"]["stores"]
         panels.append(("LangChain add_documents", "docs/s", {n: v["docs_per_s"] for n, v in st.items() if isinstance(v, dict)}))
@@ -439,7 +439,7 @@ def throughput_plot(runs: dict[str, Any], img: Path) -> str:
         return ""
     fig, axes = plt.subplots(1, len(panels), figsize=(3.3 * len(panels), 3.4), squeeze=False)
     for ax, (title, unit, values) in zip(axes[0], panels, strict=True):
-        names = list(values)
+        names = sorted(values, key=lambda n: not n.startswith("sovseal"))  # sovseal first, peers in run order
         colors = ["tab:green" if n.startswith("sovseal") else "tab:grey" for n in names]
         ax.bar(range(len(names)), [values[n] for n in names], color=colors)
         ax.set_xticks(range(len(names)), names, fontsize=8, rotation=15)
@@ -489,7 +489,15 @@ def runs_table(runs: dict[str, Any]) -> str:
             f"Machine of these runs: {m['cores']} cores ({m['cpu']}), {m['ram_gib']} GiB RAM, {m['platform']}. "
             + head
         )
-    return head + "\n\n" + table(["result", "started", "took", "1-min load average (start → end)", "sizes"], rows)
+    loads = [x for r in runs.values() for x in (r["load_start"][0], r["load_end"][0])]
+    cores = {r["machine"]["cores"] for r in runs.values()}
+    load = (
+        f"The 1-min load average ranged from {min(loads):.2f} to {max(loads):.2f} during these runs, on "
+        f"{'/'.join(str(c) for c in sorted(cores))} cores: above the core count, other processes competed for the CPU, "
+        "so latency and throughput figures are inflated (ratios measured side by side in one run hold better); "
+        "quality figures do not depend on the load."
+    )
+    return head + "\n\n" + table(["result", "started", "took", "1-min load average (start → end)", "sizes"], rows) + "\n\n" + load
 
 
 def load_runs(results: Path) -> dict[str, Any]:
