@@ -228,7 +228,7 @@ class Sovseal:
             dim = int(self._embed(["dimension probe"]).shape[1])  # outside the lock: it may load the model
         with shared.lock:
             if shared.index is None:
-                assert dim is not None
+                assert dim is not None  # nosec B101 -- type narrowing: dim was computed above whenever the index was missing
                 shared.index = VectorIndex(self.path / "index", dim)
             return shared.index
 
