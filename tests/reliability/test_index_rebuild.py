@@ -20,7 +20,7 @@ import random
 import shutil
 import threading
 from pathlib import Path
-from typing import Any
+from typing import Any, ClassVar
 
 import numpy as np
 import pytest
@@ -28,6 +28,7 @@ import pytest
 from sovseal import Sovseal
 from sovseal import client as client_module
 from sovseal import index as index_module
+from sovseal.client import MAX_RECALL_K
 from sovseal.entries import make_entry, memory_text
 from sovseal.index import VectorIndex
 from tests.fakes import FAKE_DIM, fake_embed
@@ -37,7 +38,7 @@ from tests.reliability._soak import scale
 class SmallIndex(VectorIndex):
     """The real index with test-scale parameters; remembers its instances to count IVF builds."""
 
-    made: list[VectorIndex] = []
+    made: ClassVar[list[VectorIndex]] = []
 
     def __init__(self, directory: Path, dim: int, **_: Any) -> None:
         super().__init__(directory, dim, flush_interval=0.05, flush_batch=32, compact_every=2, ivf_min_rows=150)
@@ -91,10 +92,10 @@ def check_recall(mem: Sovseal, branch: str, state: dict[str, Any]) -> int:
         found = mem.recall_by_vector(vector_of(path, payload), k=1, branch=branch)
         assert [(m.path, m.payload) for m in found] == [(path, payload)], f"lost on {branch}: {path}"
     probe = np.random.default_rng(len(state)).standard_normal(FAKE_DIM)
-    everything = mem.recall_by_vector(probe, k=min(len(state) + 20, 1000), branch=branch)
+    everything = mem.recall_by_vector(probe, k=min(len(state) + 20, MAX_RECALL_K), branch=branch)
     for m in everything:
         assert m.path in state and state[m.path] == m.payload, f"resurrected on {branch}: {m.path}"
-    assert len(everything) == len(state)
+    assert len(everything) == min(len(state), MAX_RECALL_K)
     return len(state)
 
 

@@ -28,7 +28,8 @@ import keyring
 import pytest
 from keyring.backends import fail
 
-from sovseal import Sovseal, store as store_module
+from sovseal import Sovseal
+from sovseal import store as store_module
 from sovseal.crypto import Sealer
 from sovseal.errors import KeyExhaustedError, KeyUnavailableError
 from sovseal.keys import FALLBACK_ENV, key_file_path
@@ -57,7 +58,7 @@ def open_in_fresh_process(store: Path, *, fallback: bool) -> subprocess.Complete
     env.pop(FALLBACK_ENV, None)
     if fallback:
         env[FALLBACK_ENV] = "file"
-    return subprocess.run([sys.executable, "-c", OPEN_WITHOUT_KEY, str(store)], capture_output=True, text=True, env=env, cwd=ROOT, timeout=120)
+    return subprocess.run([sys.executable, "-c", OPEN_WITHOUT_KEY, str(store)], capture_output=True, text=True, env=env, cwd=ROOT, timeout=120, check=False)
 
 
 def snapshot(directory: Path) -> dict[str, bytes]:
@@ -157,7 +158,7 @@ def test_the_seal_budget_is_enforced_persisted_and_shared(tmp_path: Path, key: b
     )
     done = subprocess.run(
         [sys.executable, "-c", writer, str(store), key.hex(), str(limit)],
-        capture_output=True, text=True, cwd=ROOT, env={**os.environ, "PYTHONPATH": str(ROOT)}, timeout=120,
+        capture_output=True, text=True, cwd=ROOT, env={**os.environ, "PYTHONPATH": str(ROOT)}, timeout=120, check=False,
     )
     assert done.returncode == 0, done.stderr
     assert done.stdout.split()[-1] == "8"

@@ -18,7 +18,7 @@ from tests.reliability._soak import scale
 def test_lineage_machine_at_scale(figures: dict[str, object]) -> None:
     """Proves: over long random programs of stores, deletes, rollbacks, forks, checkouts and
     reopens, the engine never disagrees with the reference model of branches and state."""
-    examples, steps = scale(6, 500), scale(50, 200)
+    examples, steps = scale(6, 200), scale(50, 100)
     run_state_machine_as_test(
         LineageMachine,
         settings=settings(
