@@ -142,7 +142,7 @@ def run_job(job: Job, python: str, quick: bool, results: Path, postgres: str | N
     args = list(job.quick if quick else job.full)  # type: ignore[arg-type]
     if job.needs == "postgres":
         args += ["--database", postgres or ""]
-    logs = results / "logs"
+    logs = Path(tempfile.gettempdir()) / "sovseal-bench-logs"  # full output of each benchmark, kept out of the repository
     logs.mkdir(parents=True, exist_ok=True)
     raw = results / f".{job.name}.raw.json"
     raw.unlink(missing_ok=True)
