@@ -29,7 +29,7 @@ from .recall import parse_filter
 from .recall.filters import Filter
 from .replication import DEFAULT_MAX_OUTBOX_BYTES, PullResult, ReplicatedStatus, ReplicationConfig
 from .replication import start as start_replication
-from .store import DEFAULT_BRANCH, LocalStore, Opened
+from .store import DEFAULT_BRANCH, Appended, LocalStore, Opened
 from .wire import WireItem
 
 if TYPE_CHECKING:
@@ -64,6 +64,7 @@ class _Shared:
         self.recaller: RecallEngine | None = None
         self.lock = threading.Lock()
         self.listeners: dict[str, list[Callable[..., None]]] = defaultdict(list)
+        self.closed = False  # close() ran (the storage may also have closed itself after a lost batch)
 
 
 _ITEM_KEYS = frozenset({"path", "payload", "metadata", "type", "provenance", "text", "index"})
@@ -161,8 +162,12 @@ class Sovseal:
 
     def close(self) -> None:
         """Close the store (and every view of it). Closing a view closes nothing: the store stays open."""
-        if self._store.closed or self._is_view:
+        if self._is_view:
             return
+        with self._shared.lock:
+            if self._shared.closed:
+                return
+            self._shared.closed = True
         if self.replication is not None:
             self.replication.close()  # a healthy worker drains first; the rest goes on the next open
         with self._shared.lock:
@@ -313,13 +318,19 @@ class Sovseal:
         elif indexed:
             embedded = self._embed([memory_text(entries[i]) for i in indexed])
             rows = dict(zip(indexed, embedded, strict=True))
-        return [self._commit(entry, rows.get(i), None) for i, entry in enumerate(entries)]
+        if self.replication is not None:
+            self.replication.wait_for_room()  # backpressure: the outbox is over max_outbox_bytes
+        appended = self._store.append_many(self.branch, entries)
+        return [self._indexed(entry, done, rows.get(i)) for i, (entry, done) in enumerate(zip(entries, appended, strict=True))]
 
     def _commit(self, entry: Entry, vector: np.ndarray | None, parent: str | None) -> StoreResult:
         """Append one checked entry durably, then index it (its vector, its keywords)."""
         if self.replication is not None:
             self.replication.wait_for_room()  # backpressure: the outbox is over max_outbox_bytes
-        appended = self._store.append(self.branch, entry, parent=parent)
+        return self._indexed(entry, self._store.append(self.branch, entry, parent=parent), vector)
+
+    def _indexed(self, entry: Entry, appended: Appended | None, vector: np.ndarray | None) -> StoreResult:
+        """Hand a durable record to the indexes (its vector, its keywords)."""
         assert appended is not None  # nosec B101 -- type narrowing: only a delete can append nothing
         if vector is not None:
             vectors = self._vector_index(int(vector.shape[0]))

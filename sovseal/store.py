@@ -325,46 +325,85 @@ class LocalStore:
         Storing the visible value reinforces it instead; deleting a path that is not visible
         appends nothing and returns None.
         """
-        canonical = entry.canonical()
         with self._writing():
-            branch = self.branch(branch_name)
-            parent_idx = self.resolve(parent) if parent is not None else branch.head
-            path_hash = self.path_hash(entry.path)
-            if parent_idx == branch.head:
-                visible = self._lineage.view(branch).get(path_hash)
-                if visible is None and entry.op == "delete":
-                    return None  # nothing to delete: a tombstone would change nothing
-                if visible is not None and entry.op == "store" and self.open(visible).entry.canonical() == canonical:
-                    wire, at = self._lineage.nodes[visible].wire_id, time.time()
-                    event = canonicalize({"reinforce": self.sid_of(visible), "at": at})
-                    sealed = self._sync.seal(event, self._reinforce_aad(wire))
-                    self._append([fr.ReinforceFrame(at, wire, sealed).encode()])
-                    return Appended(self._lineage.nodes[visible], self.sid_of(visible), reinforced=True)
-            parent_id = self.sid_of(parent_idx) if parent_idx >= 0 else ""
-            sid = snapshot_id(canonical, parent_id)
-            wire = self.wire_id(sid)
-            existing = self._lineage.by_wire.get(wire)
-            if existing is not None:
-                # Same entry on the same parent: the snapshot already exists (a retried store, or a
-                # replay after rollback). Ids are deterministic, so HEAD moves to it; nothing is duplicated.
-                self._append([self._branch_frame(fr.BranchReason.ADVANCE, branch_name, existing)])
-                return Appended(self._lineage.nodes[existing], sid, reinforced=False)
-            parent_wire = self._lineage.nodes[parent_idx].wire_id if parent_idx >= 0 else fr.NO_ID
-            aad = self._record_aad(wire, parent_wire, branch.branch_id, path_hash)
-            frame = fr.RecordFrame(
-                op=fr.Op.DELETE if entry.op == "delete" else fr.Op.STORE,
-                created_at=time.time(),
-                wire_id=wire,
-                parent_wire_id=parent_wire,
-                branch_id=branch.branch_id,
-                path_hash=path_hash,
-                sealed_sid=self._rest.seal(sid.encode("ascii"), b"sid:" + wire),
-                sealed_entry=self._sync.seal(canonical, aad),
-            )
-            self._append([frame.encode()])
-            idx = self._lineage.by_wire[wire]
-            self._sids[idx] = sid
-            return Appended(self._lineage.nodes[idx], sid, reinforced=False)
+            return self._append_entry(branch_name, entry, parent, sync=True)
+
+    def append_many(self, branch_name: str, entries: list[Entry]) -> list[Appended | None]:
+        """Append ``entries`` in order, each as :meth:`append` would, with one fsync for all.
+
+        Nothing is acknowledged before this returns, so one fsync at the end gives every entry
+        the durability of its own fsync at a fraction of the cost. If an entry fails, the ones
+        before it are still made durable and the error propagates: a batch keeps a prefix.
+        """
+        with self._unsynced_batch():
+            return [self._append_entry(branch_name, entry, None, sync=False) for entry in entries]
+
+    @contextmanager
+    def _unsynced_batch(self) -> Iterator[None]:
+        """Hold the writer lock for appends made with ``sync=False``; fsync them once at the end.
+
+        If that fsync fails the batch may never reach the disk, yet this handle has already
+        applied it (and would skip it on a retry as "already here"): it is cut off and the handle
+        closes, so a reopen sees only durable frames.
+        """
+        lost_batch = False
+        try:
+            with self._writing():
+                start = self._end
+                try:
+                    yield
+                finally:
+                    try:
+                        self._journal.sync()
+                    except StorageError:
+                        self._journal.cut_back(start)
+                        lost_batch = True
+                        raise
+        finally:
+            if lost_batch:
+                self.close()
+
+    def _append_entry(self, branch_name: str, entry: Entry, parent: str | None, *, sync: bool) -> Appended | None:
+        """The body of :meth:`append`; the caller holds the writer lock."""
+        canonical = entry.canonical()
+        branch = self.branch(branch_name)
+        parent_idx = self.resolve(parent) if parent is not None else branch.head
+        path_hash = self.path_hash(entry.path)
+        if parent_idx == branch.head:
+            visible = self._lineage.view(branch).get(path_hash)
+            if visible is None and entry.op == "delete":
+                return None  # nothing to delete: a tombstone would change nothing
+            if visible is not None and entry.op == "store" and self.open(visible).entry.canonical() == canonical:
+                wire, at = self._lineage.nodes[visible].wire_id, time.time()
+                event = canonicalize({"reinforce": self.sid_of(visible), "at": at})
+                sealed = self._sync.seal(event, self._reinforce_aad(wire))
+                self._append([fr.ReinforceFrame(at, wire, sealed).encode()], sync=sync)
+                return Appended(self._lineage.nodes[visible], self.sid_of(visible), reinforced=True)
+        parent_id = self.sid_of(parent_idx) if parent_idx >= 0 else ""
+        sid = snapshot_id(canonical, parent_id)
+        wire = self.wire_id(sid)
+        existing = self._lineage.by_wire.get(wire)
+        if existing is not None:
+            # Same entry on the same parent: the snapshot already exists (a retried store, or a
+            # replay after rollback). Ids are deterministic, so HEAD moves to it; nothing is duplicated.
+            self._append([self._branch_frame(fr.BranchReason.ADVANCE, branch_name, existing)], sync=sync)
+            return Appended(self._lineage.nodes[existing], sid, reinforced=False)
+        parent_wire = self._lineage.nodes[parent_idx].wire_id if parent_idx >= 0 else fr.NO_ID
+        aad = self._record_aad(wire, parent_wire, branch.branch_id, path_hash)
+        frame = fr.RecordFrame(
+            op=fr.Op.DELETE if entry.op == "delete" else fr.Op.STORE,
+            created_at=time.time(),
+            wire_id=wire,
+            parent_wire_id=parent_wire,
+            branch_id=branch.branch_id,
+            path_hash=path_hash,
+            sealed_sid=self._rest.seal(sid.encode("ascii"), b"sid:" + wire),
+            sealed_entry=self._sync.seal(canonical, aad),
+        )
+        self._append([frame.encode()], sync=sync)
+        idx = self._lineage.by_wire[wire]
+        self._sids[idx] = sid
+        return Appended(self._lineage.nodes[idx], sid, reinforced=False)
 
     def create_branch(self, name: str, at: str | None) -> None:
         with self._writing():
@@ -438,30 +477,14 @@ class LocalStore:
         kept as they came, so this device never re-encrypts them. Items already present are
         skipped, so a pull can be repeated safely.
         """
-        lost_batch = False
-        try:
-            with self._writing():
-                start = self._end
+        with self._unsynced_batch():
+            for position, item in enumerate(items):
                 try:
-                    for position, item in enumerate(items):
-                        try:
-                            body = self._from_wire(item)
-                        except _NotYet:
-                            return list(items[position:])
-                        if body is not None:
-                            self._append([body, fr.AckFrame((bytes.fromhex(item.id),)).encode()], sync=False)
-                finally:
-                    try:
-                        self._journal.sync()  # one fsync for the whole batch, before returning
-                    except StorageError:
-                        self._journal.cut_back(start)
-                        lost_batch = True
-                        raise
-        finally:
-            if lost_batch:
-                # The batch may never reach the disk, yet this handle already applied it and would
-                # skip it on a retry as "already here": cut off, so close; a reopen sees only durable frames.
-                self.close()
+                    body = self._from_wire(item)
+                except _NotYet:
+                    return list(items[position:])
+                if body is not None:
+                    self._append([body, fr.AckFrame((bytes.fromhex(item.id),)).encode()], sync=False)
         return []
 
     def _from_wire(self, item: WireItem) -> bytes | None:

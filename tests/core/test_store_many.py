@@ -3,13 +3,15 @@
 from __future__ import annotations
 
 import asyncio
+import errno
+import os
 from pathlib import Path
 
 import numpy as np
 import pytest
 
 from sovseal import AsyncSovseal, Sovseal
-from sovseal.errors import InvalidInputError
+from sovseal.errors import InvalidInputError, StorageError, StoreClosedError
 from tests.fakes import fake_embed
 
 
@@ -90,3 +92,46 @@ def test_async_store_many(store_dir: Path, key: bytes) -> None:
             return await mem.state()
 
     assert asyncio.run(main()) == {"a": 1, "b": 2}
+
+
+def test_a_batch_is_made_durable_with_one_journal_fsync(store_dir: Path, key: bytes, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Nothing is acknowledged before store_many returns, so one fsync covers the batch (not one per item)."""
+    with Sovseal(store_dir, key=key, embedder=fake_embed) as mem:
+        mem.store("warm", "up")  # the journal, branch and directory exist: what follows is the batch alone
+        synced: list[int] = []
+        real_fsync = os.fsync
+
+        def traced(fd: int) -> None:
+            synced.append(fd)
+            real_fsync(fd)
+
+        monkeypatch.setattr(os, "fsync", traced)
+        results = mem.store_many([{"path": f"p{i}", "payload": i} for i in range(50)])
+        monkeypatch.setattr(os, "fsync", real_fsync)
+        assert len(results) == 50 and len(set(r.snapshot_id for r in results)) == 50
+        assert len(synced) == 1, f"expected one fsync for the batch, got {len(synced)}"
+    with Sovseal(store_dir, key=key, embedder=fake_embed) as again:
+        assert [again.get(f"p{i}").payload for i in range(50)] == list(range(50))  # type: ignore[union-attr]
+        assert again.verify().ok
+
+
+def test_a_failed_batch_fsync_stores_nothing_and_closes_the_handle(
+    store_dir: Path, key: bytes, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """After a failed fsync the batch may never reach the disk (fsyncgate): it is cut off, never left readable."""
+    with Sovseal(store_dir, key=key, embedder=fake_embed) as mem:
+        mem.store("kept", "before")
+
+        def failing(fd: int) -> None:
+            raise OSError(errno.EIO, "injected I/O error")
+
+        monkeypatch.setattr(os, "fsync", failing)
+        with pytest.raises(StorageError):
+            mem.store_many([{"path": "lost", "payload": 1}, {"path": "lost2", "payload": 2}])
+        monkeypatch.undo()
+        with pytest.raises(StoreClosedError):
+            mem.store("after", "closed")
+    with Sovseal(store_dir, key=key, embedder=fake_embed) as again:
+        assert again.get("kept").payload == "before"  # type: ignore[union-attr]
+        assert again.get("lost") is None and again.get("lost2") is None
+        assert again.verify().ok
