@@ -1013,7 +1013,8 @@ def mcp(path: str | None, branch: str, key_file: str | None) -> None:
 
     It creates the store (and key) on first start, warms the embedding model, then serves the
     tools store_memory, recall_memory, get_memory, delete_memory, snapshot, fork, rollback,
-    list_branches, switch_branch, memory_log and verify. See docs/mcp.md for client configs.
+    list_branches, switch_branch, memory_log, verify, and message_anonymize and
+    message_deanonymize (with the anonymize extra). See docs/mcp.md for client configs.
 
     \b
       {"mcpServers": {"sovseal": {"command": "sovseal", "args": ["mcp"]}}}
@@ -1115,7 +1116,8 @@ def demo(path: str | None) -> None:
     "--database",
     envvar="SOVSEAL_SERVER_DATABASE",
     default=None,
-    help="SQLite file (default ~/.sovseal-server/replication.sqlite3) or a postgresql:// URL.  [env: SOVSEAL_SERVER_DATABASE]",
+    help="SQLite file (default ~/.sovseal-server/replication.sqlite3) or a postgresql:// URL; with the role URLs set, "
+    "the owner's URL, used only to migrate and grant.  [env: SOVSEAL_SERVER_DATABASE]",
 )
 @click.option("--max-body", type=int, default=16 * 1024 * 1024, show_default=True, help="Largest push body accepted, in bytes.")
 @click.option("--create-key", is_flag=True, help="Create an API key, print it once, and exit (it is stored hashed).")
@@ -1135,6 +1137,16 @@ def serve(
       sovseal serve --create-key              # prints sov_...; give it to the devices of one project
       SOVSEAL_ENDPOINT=http://127.0.0.1:8765 SOVSEAL_API_KEY=sov_... python agent.py
       sovseal serve --database postgresql://user@db/sovseal --host 0.0.0.0
+
+    On PostgreSQL, least privilege: set SOVSEAL_SERVER_WRITER_URL and SOVSEAL_SERVER_READER_URL
+    (both, or neither) to postgresql://ROLE[:password]@host/db. Pushes then connect as the writer
+    (no DELETE), pulls as the reader (SELECT only); --database is the owner's URL, used only to
+    migrate and grant the two roles at start-up. See docs/operations.md.
+
+    \b
+      SOVSEAL_SERVER_WRITER_URL=postgresql://sovseal_writer@db/sovseal \\
+      SOVSEAL_SERVER_READER_URL=postgresql://sovseal_reader@db/sovseal \\
+      sovseal serve --database postgresql://owner@db/sovseal --host 0.0.0.0
     """
     from .server import Limits, open_storage
     from .server import serve as run_server

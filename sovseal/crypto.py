@@ -189,8 +189,10 @@ class Sealer:
             if self._used >= self._limit:
                 raise KeyExhaustedError(
                     f"this key has sealed {self._used} records, its safety limit of {self._limit} for "
-                    "random 96-bit nonces; rotate the key: create a new store (new key) and move the "
-                    "data into it, e.g. through export and re-import, before storing more"
+                    "random 96-bit nonces; reads and verify still work, but to store more, rotate the key: "
+                    "create a new store (it gets a new key) and store the memories again through the SDK "
+                    "(e.g. each branch's state()); `sovseal import` cannot move them, since it refuses a "
+                    "backup sealed under another key (docs/operations.md, Key rotation)"
                 )
             self._used += 1  # counted before use: a nonce drawn is a nonce spent
         nonce = os.urandom(NONCE_SIZE)
