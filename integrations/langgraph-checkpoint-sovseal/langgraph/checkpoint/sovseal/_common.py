@@ -109,11 +109,19 @@ def uq(component: str) -> str:
 
 
 # -- blobs: serialized bytes inside JSON payloads --------------------------------------------------
+#
+# Two encodings of bytes as a JSON string. A blob descriptor or part names the one it uses by its key.
+#
+# - "b" (format 2, written by default): the bytes decoded as Latin-1, one character per byte. Mostly
+#   ASCII serializer output (msgpack of text) stays about its own size in canonical JSON, and both
+#   directions are single C calls. Checkpoint records are stored with ``index=False``, so no keyword
+#   index ever sees this text. Bytes 0x80-0xff take two bytes of UTF-8 and control bytes are escaped,
+#   so binary data can grow to 2-6 bytes a byte: a blob that would exceed 2 bytes a byte is written
+#   as "d" instead, which bounds every blob at 2 bytes a byte, as format 1 did.
+# - "d" (format 1, and the fallback): hex in 16 ASCII punctuation characters that JSON does not
+#   escape, 2 characters a byte. (Format 1 chose punctuation so that sovseal's keyword index, which
+#   then saw every record, found no words in it.)
 
-#: The 16 hex digits written as ASCII punctuation that JSON does not escape. A blob is the hex of
-#: its bytes in this alphabet (2 characters a byte), not base64: sovseal keyword-indexes the text of
-#: every record in memory (letters and digits only), and base64 would fill that index with hundreds
-#: of random "words" per checkpoint. Punctuation is no word, so a blob adds no term at all.
 _HEX = "0123456789abcdef"
 _ALPHABET = "!#$%&'()*+,-./:;"
 _ENCODE = str.maketrans(_HEX, _ALPHABET)
@@ -121,12 +129,45 @@ _ENCODE = str.maketrans(_HEX, _ALPHABET)
 #: character ``fromhex`` rejects, so only the alphabet decodes.
 _DECODE = {c: ord("z") for c in range(128)} | {ord(a): ord(h) for a, h in zip(_ALPHABET, _HEX, strict=True)}
 
+#: What each byte costs in canonical JSON beyond one byte, grouped so ``bytes.translate`` counts them:
+#: 0x80-0xff are two bytes of UTF-8; \b \t \n \f \r, ``"`` and ``\`` are two-character escapes; every
+#: other control byte is a six-character ``\u00hh`` escape (RFC 8785 section 3.2.2.2).
+_ONE_MORE = bytes(range(0x80, 0x100)) + b'\b\t\n\f\r"\\'
+_FIVE_MORE = bytes(c for c in range(0x20) if c not in b"\b\t\n\f\r")
+
 #: Room a record keeps for everything but its blobs (path, ids, field names, JSON syntax).
 RECORD_OVERHEAD = 16 * 1024
-#: Encoded blob characters one record may carry.
+#: Canonical bytes of encoded blobs one record may carry.
 RECORD_BLOB_CHARS = MAX_ENTRY_BYTES - RECORD_OVERHEAD
-#: Bytes of a blob one part record carries (2 characters a byte).
+#: Bytes of a blob one part record carries (at most 2 canonical bytes a byte).
 PART_BYTES = RECORD_BLOB_CHARS // 2
+
+
+def latin1_size(data: bytes) -> int:
+    """The canonical JSON size of ``data`` encoded as "b", without its quotes (counted in C)."""
+    n = len(data)
+    return n + (n - len(data.translate(None, _ONE_MORE))) + 5 * (n - len(data.translate(None, _FIVE_MORE)))
+
+
+def encode_blob(data: bytes) -> tuple[str, str, int]:
+    """(descriptor key, encoded text, canonical size) of ``data``: "b" unless "d" is smaller."""
+    size = latin1_size(data)
+    if size <= 2 * len(data):
+        return "b", data.decode("latin-1"), size
+    return "d", encode_bytes(data), 2 * len(data)
+
+
+def decode_blob(holder: dict[str, Any], where: str) -> bytes:
+    """The bytes a descriptor or part holds under "b" or "d" (IntegrityError for anything else)."""
+    text = holder.get("b")
+    if text is None:
+        return decode_bytes(holder.get("d"), where)
+    try:
+        if not isinstance(text, str):
+            raise TypeError(type(text).__name__)
+        return text.encode("latin-1")
+    except (TypeError, UnicodeEncodeError):
+        raise IntegrityError(f"{where}: a blob is not in the adapter's encoding; run verify()") from None
 
 
 def encode_bytes(data: bytes) -> str:

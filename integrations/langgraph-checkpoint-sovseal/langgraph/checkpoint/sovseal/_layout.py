@@ -16,6 +16,7 @@ writes and ``...:fork:<n>`` futures abandoned by time travel (see saver.py).
 
 from __future__ import annotations
 
+import functools
 import hashlib
 import math
 from dataclasses import dataclass
@@ -23,9 +24,11 @@ from typing import Any
 
 from sovseal.errors import IntegrityError
 
-from ._common import PART_BYTES, RECORD_BLOB_CHARS, decode_bytes, encode_bytes, q, uq
+from ._common import PART_BYTES, RECORD_BLOB_CHARS, decode_blob, encode_blob, latin1_size, q, uq
 
-FORMAT = 1
+#: The payload format written: 2 encodes blobs as Latin-1 ("b", see _common); 1 (hex, "d") is still read.
+FORMAT = 2
+FORMATS = (1, 2)
 CHECKPOINT_ROOT = "langgraph/checkpoint/"
 WRITES_ROOT = "langgraph/writes/"
 BRANCH_PREFIX = "langgraph:thread:"
@@ -52,8 +55,9 @@ class Parsed:
     task_id: str | None = None
 
 
+@functools.lru_cache(maxsize=4096)
 def parse_path(path: str) -> Parsed | None:
-    """What a path names, or None for a path that is not the saver's."""
+    """What a path names, or None for a path that is not the saver's (cached: every read and write asks)."""
     if path.startswith(CHECKPOINT_ROOT):
         parts = path[len(CHECKPOINT_ROOT) :].split("/")
         if len(parts) == 3:
@@ -106,28 +110,33 @@ def pack_blobs(
 ) -> tuple[dict[str, dict[str, Any]], list[tuple[str, dict[str, Any]]]]:
     """Descriptors for a record's payload and the part records of the blobs that do not fit in it.
 
-    Small blobs go inline (smallest first) while they fit in ``budget`` encoded characters; a
-    larger one is split into part records of ``PART_BYTES`` each, and its descriptor keeps the
-    part count, the size and the SHA-256 of the whole, so a part that was swapped, dropped or
-    replayed from another checkpoint fails the read.
+    Small blobs go inline (smallest first) while their encoding fits in ``budget`` canonical
+    bytes; a larger one is split into part records of ``PART_BYTES`` each, and its descriptor
+    keeps the part count, the size and the SHA-256 of the whole, so a part that was swapped,
+    dropped or replayed from another checkpoint fails the read.
     """
     descriptors: dict[str, dict[str, Any]] = {}
     parts: list[tuple[str, dict[str, Any]]] = []
     for name, (type_, data) in sorted(blobs.items(), key=lambda item: len(item[1][1])):
-        if 2 * len(data) <= budget:
-            descriptors[name] = {"t": type_, "d": encode_bytes(data)}
-            budget -= 2 * len(data)
-            continue
+        if len(data) <= budget:  # else it cannot fit in any encoding
+            how, text, size = encode_blob(data)
+            if size <= budget:
+                descriptors[name] = {"t": type_, how: text}
+                budget -= size
+                continue
         n = math.ceil(len(data) / PART_BYTES)
         descriptors[name] = {"t": type_, "n": n, "size": len(data), "sha256": hashlib.sha256(data).hexdigest()}
         for i in range(n):
-            chunk = data[i * PART_BYTES : (i + 1) * PART_BYTES]
-            payload = {"lg": "part", "format": FORMAT, "of": record_path, "blob": name, "i": i, "n": n, "d": encode_bytes(chunk)}
+            how, text, _ = encode_blob(data[i * PART_BYTES : (i + 1) * PART_BYTES])
+            payload = {"lg": "part", "format": FORMAT, "of": record_path, "blob": name, "i": i, "n": n, how: text}
             parts.append((part_path(record_path, name, i), payload))
     return descriptors, parts
 
 
 def inline_chars(descriptor: dict[str, Any]) -> int:
+    """The canonical bytes an inline blob takes in its record (0 for a blob stored in parts)."""
+    if isinstance(text := descriptor.get("b"), str):
+        return latin1_size(text.encode("latin-1", errors="replace"))
     data = descriptor.get("d")
     return len(data) if isinstance(data, str) else 0
 
@@ -143,7 +152,7 @@ def check_part(payload: Any, record_path: str, blob: str, i: int, n: int) -> byt
         or payload.get("n") != n
     ):
         raise IntegrityError(f"{where} does not name its place; run verify()")
-    return decode_bytes(payload.get("d"), where)
+    return decode_blob(payload, where)
 
 
 def join_parts(descriptor: dict[str, Any], chunks: list[bytes], where: str) -> bytes:
@@ -157,7 +166,7 @@ def typed(descriptor: Any, where: str) -> tuple[str, bool]:
     """The serializer type tag of a blob descriptor and whether it is inline."""
     if not isinstance(descriptor, dict) or not isinstance(descriptor.get("t"), str):
         raise IntegrityError(f"{where}: malformed blob descriptor; run verify()")
-    if "d" in descriptor:
+    if "b" in descriptor or "d" in descriptor:
         return descriptor["t"], True
     if not isinstance(descriptor.get("n"), int) or descriptor["n"] < 1:
         raise IntegrityError(f"{where}: malformed blob descriptor; run verify()")

@@ -27,8 +27,8 @@ from __future__ import annotations
 
 import asyncio
 import copy
-from collections import OrderedDict
 import os
+from collections import OrderedDict
 import random
 import time
 from collections.abc import AsyncIterator, Callable, Iterator, Sequence
@@ -53,15 +53,16 @@ from sovseal import Sovseal
 from sovseal.errors import IntegrityError, InvalidInputError
 
 from ._common import (
+    ANCHOR_BRANCH,
     RECORD_BLOB_CHARS,
-    decode_bytes,
+    decode_blob,
     ensure_anchor,
     handle_lock,
     no_embedding,
-    on_branch,
 )
 from ._layout import (
     FORMAT,
+    FORMATS,
     WRITES_ROOT,
     archive_branch,
     check_part,
@@ -207,8 +208,25 @@ class _State:
             self.anchor = ensure_anchor(handle)
             self.names: set[str] = set(handle.branches())
         self.families: dict[str, _Family] = {}
-        # Payloads already opened and verified, by snapshot id (records never change): process memory only.
+        # Payloads already opened and verified, or sealed by this saver, by snapshot id (records never
+        # change, and a payload is never mutated once cached): process memory only.
         self.opened: OrderedDict[str, Any] = OrderedDict()
+        # A view of the handle per branch (``Sovseal.view``): reads and writes on a thread's branches
+        # without switching the handle's own branch back and forth.
+        self.branch_views: dict[str, Sovseal] = {}
+
+    def branch_view(self, branch: str) -> Sovseal:
+        found = self.branch_views.get(branch)
+        if found is None:
+            found = self.branch_views[branch] = self.handle.view(branch)
+        return found
+
+    def remember(self, sid: str, payload: Any) -> None:
+        """Keep an opened (or just sealed) payload, evicting the least recently used."""
+        self.opened[sid] = payload
+        self.opened.move_to_end(sid)
+        if len(self.opened) > _OPENED_CACHE:
+            self.opened.popitem(last=False)
 
 
 def _entry_metadata(path: str) -> dict[str, Any]:
@@ -268,8 +286,7 @@ class _SovsealSaverBase(BaseCheckpointSaver[str]):
     def _load_branch(self, fam: _Family, branch: str) -> None:
         """Fold ``log()`` of a branch into the paths it shows (opens and re-derives every record)."""
         h = self._s.handle
-        with on_branch(h, branch):
-            entries = h.log()
+        entries = self._s.branch_view(branch).log()
         damage = h.status().damage
         if damage:  # a frame that failed authentication may hide records: refuse rather than read less
             raise IntegrityError(f"the store has damaged records ({'; '.join(damage[:3])}); run `sovseal verify`")
@@ -285,14 +302,7 @@ class _SovsealSaverBase(BaseCheckpointSaver[str]):
         fam.views[branch] = view
 
     def _heads(self, branches: list[str]) -> dict[str, str | None]:
-        h = self._s.handle
-        out: dict[str, str | None] = {}
-        with on_branch(h, h.branch):
-            for branch in branches:
-                if h.branch != branch:
-                    h.checkout(branch)
-                out[branch] = h.snapshot()
-        return out
+        return {branch: self._s.branch_view(branch).snapshot() for branch in branches}
 
     def _refresh(self, fam: _Family) -> None:
         """Reload the branches another handle moved since we last looked."""
@@ -342,9 +352,7 @@ class _SovsealSaverBase(BaseCheckpointSaver[str]):
         return fam
 
     def _create_branch(self, name: str, at: str) -> None:
-        h = self._s.handle
-        with on_branch(h, h.branch):
-            h.fork(at, branch=name)
+        self._s.handle.view(ANCHOR_BRANCH).fork(at, branch=name)  # a throwaway view moves to the new branch
         self._s.names.add(name)
 
     def _thread_ids(self) -> list[str]:
@@ -354,34 +362,35 @@ class _SovsealSaverBase(BaseCheckpointSaver[str]):
     # -- reading records -----------------------------------------------------------------------------
 
     def _read(self, fam: _Family, path: str) -> Any:
-        """The payload of a visible record, opened and verified by the SDK."""
+        """The payload of a visible record, opened and verified by the SDK (callers must not mutate it).
+
+        A payload this process opened or sealed before is kept by snapshot id; reading it again
+        still calls ``Sovseal.recheck``, which re-reads the record's frame and checks its MAC, so
+        bytes altered on disk under a running process raise IntegrityError here as they would
+        without the cache.
+        """
         ref = fam.merged.get(path)
         if ref is None:
             raise IntegrityError(f"{path} is named by a record of thread {fam.thread_id!r} but is not visible; run verify()")
-        opened = self._s.opened
-        payload = opened.get(ref.sid, _MISSING)
+        payload = self._s.opened.get(ref.sid, _MISSING)
         if payload is _MISSING:
-            h = self._s.handle
-            with on_branch(h, ref.branch):
-                memory = h.get(path)
+            memory = self._s.branch_view(ref.branch).get(path)
             if memory is None or memory.snapshot_id != ref.sid:
                 raise IntegrityError(
                     f"{path} on branch {ref.branch!r} is not the record the thread's index holds "
                     "(written by another process mid-operation, or the store was changed): retry, or run verify()"
                 )
-            payload = opened[ref.sid] = memory.payload
-            if len(opened) > _OPENED_CACHE:
-                opened.popitem(last=False)
+            payload = memory.payload
         else:
-            self._s.handle.recheck(ref.sid)  # the bytes on disk are still the ones opened
-            opened.move_to_end(ref.sid)
-        return dict(payload) if isinstance(payload, dict) else payload  # callers may add keys to their copy
+            self._s.handle.recheck(ref.sid)  # the bytes on disk are still the ones opened or sealed
+        self._s.remember(ref.sid, payload)
+        return payload
 
     def _blob(self, fam: _Family, record_path: str, name: str, descriptor: Any) -> tuple[str, bytes]:
         where = f"{name!r} of {record_path}"
         type_, inline = typed(descriptor, where)
         if inline:
-            return type_, decode_bytes(descriptor["d"], where)
+            return type_, decode_blob(descriptor, where)
         n = descriptor["n"]
         chunks = [check_part(self._read(fam, part_path(record_path, name, i)), record_path, name, i, n) for i in range(n)]
         return type_, join_parts(descriptor, chunks, where)
@@ -393,7 +402,7 @@ class _SovsealSaverBase(BaseCheckpointSaver[str]):
         if (
             not isinstance(payload, dict)
             or payload.get("lg") != "checkpoint"
-            or payload.get("format") != FORMAT
+            or payload.get("format") not in FORMATS
             or payload.get("thread_id") != parsed.thread_id
             or payload.get("checkpoint_ns") != parsed.ns
             or payload.get("checkpoint_id") != parsed.checkpoint_id
@@ -409,7 +418,7 @@ class _SovsealSaverBase(BaseCheckpointSaver[str]):
         if (
             not isinstance(payload, dict)
             or payload.get("lg") != "writes"
-            or payload.get("format") != FORMAT
+            or payload.get("format") not in FORMATS
             or payload.get("thread_id") != parsed.thread_id
             or payload.get("checkpoint_ns") != parsed.ns
             or payload.get("checkpoint_id") != parsed.checkpoint_id
@@ -470,26 +479,36 @@ class _SovsealSaverBase(BaseCheckpointSaver[str]):
 
     # -- writing records -----------------------------------------------------------------------------
 
-    def _append(self, fam: _Family, branch: str, records: list[tuple[str, Any]], *, parent: str | None = None) -> str | None:
-        """Store records in order on ``branch`` (the first one with ``parent=``); returns the last id."""
-        h = self._s.handle
-        last: str | None = None
-        with on_branch(h, branch):
-            for i, (path, payload) in enumerate(records):
-                result = h.store(
-                    path,
-                    payload,
-                    metadata=_entry_metadata(path),
-                    type="episodic",
-                    provenance="observed",
-                    parent=parent if i == 0 else None,
-                    index=False,  # checkpoints are never recalled by meaning
-                )
-                if not result.reinforced:
-                    fam.heads[branch] = result.snapshot_id
-                fam.show(branch, path, result.snapshot_id)
-                last = result.snapshot_id
-        return last
+    def _append(self, fam: _Family, branch: str, records: list[tuple[str, Any]], *, parent: str | None = None) -> None:
+        """Store records in order on ``branch`` (the first one with ``parent=``) and index them.
+
+        The records go in one ``store_many`` call, one durable batch (a crash keeps a prefix, and
+        parts come before the record that names them); only a fork's first record, which needs
+        ``parent=``, is stored on its own. What was sealed is remembered as opened: the next read
+        rechecks the frame on disk instead of decrypting it again.
+        """
+        view = self._s.branch_view(branch)
+        items = [
+            {
+                "path": path,
+                "payload": payload,
+                "metadata": _entry_metadata(path),
+                "type": "episodic",
+                "provenance": "observed",
+                "index": False,  # checkpoints are never recalled by meaning
+            }
+            for path, payload in records
+        ]
+        results = []
+        if parent is not None and items:
+            results.append(view.store(**items.pop(0), parent=parent))
+        if items:
+            results.extend(view.store_many(items))
+        for (path, payload), result in zip(records, results, strict=True):
+            if not result.reinforced:
+                fam.heads[branch] = result.snapshot_id
+            fam.show(branch, path, result.snapshot_id)
+            self._s.remember(result.snapshot_id, payload)
 
     def _archive_live(self, fam: _Family) -> None:
         """Keep the live branch's records readable on an archive branch before its HEAD moves back."""
@@ -524,10 +543,9 @@ class _SovsealSaverBase(BaseCheckpointSaver[str]):
         written = {p for p, _ in records}
         revived = [p for p in fam.views[fam.live] if p not in before and p not in written]
         if revived:
-            h = self._s.handle
-            with on_branch(h, fam.live):
-                for path in revived:
-                    h.delete(path)
+            live = self._s.branch_view(fam.live)
+            for path in revived:
+                live.delete(path)
             self._load_branch(fam, fam.live)
         fam.derive()
 
@@ -548,32 +566,27 @@ class _SovsealSaverBase(BaseCheckpointSaver[str]):
 
     def _empty(self, fam: _Family) -> None:
         """Move every branch of the thread back to the anchor: nothing visible, nothing deleted."""
-        h = self._s.handle
         anchor = self._s.anchor
-        with on_branch(h, h.branch):
-            for branch, head in list(fam.heads.items()):
-                if head != anchor:
-                    h.checkout(branch)
-                    h.rollback(anchor)
-                fam.heads[branch] = anchor
-                fam.views[branch] = {}
+        for branch, head in list(fam.heads.items()):
+            if head != anchor:
+                self._s.branch_view(branch).rollback(anchor)
+            fam.heads[branch] = anchor
+            fam.views[branch] = {}
         fam.metadata.clear()
         fam.derive()
 
     def _hide_everywhere(self, fam: _Family, paths: list[str]) -> None:
         """Append a tombstone for each path on every branch of the thread that shows it."""
-        h = self._s.handle
-        with on_branch(h, h.branch):
-            for branch, view in fam.views.items():
-                doomed = [p for p in paths if p in view]
-                if not doomed:
-                    continue
-                h.checkout(branch)
-                for path in doomed:
-                    result = h.delete(path)
-                    if result is not None:
-                        fam.heads[branch] = result.snapshot_id
-                    view.pop(path, None)
+        for branch, view in fam.views.items():
+            doomed = [p for p in paths if p in view]
+            if not doomed:
+                continue
+            handle = self._s.branch_view(branch)
+            for path in doomed:
+                result = handle.delete(path)
+                if result is not None:
+                    fam.heads[branch] = result.snapshot_id
+                view.pop(path, None)
         for path in paths:
             fam.remerge(path)
         for ns in [ns for ns, ids in fam.checkpoints.items() if not ids]:
@@ -802,7 +815,6 @@ class _SovsealSaverBase(BaseCheckpointSaver[str]):
             names = self._names(refresh=True)
             used = [parse_branch(n)[2] for n in names if (p := parse_branch(n)) and p[0] == target and p[1] == "archive"]  # type: ignore[index]
             next_archive = max(used, default=0)
-            h = self._s.handle
             for branch, head in src.heads.items():
                 kind = (parse_branch(branch) or ("", "", 0))[1]
                 if kind == "live":
@@ -816,8 +828,7 @@ class _SovsealSaverBase(BaseCheckpointSaver[str]):
                     to = archive_branch(target, next_archive)
                 at = head or self._s.anchor
                 if to in names:
-                    with on_branch(h, to):
-                        h.rollback(at)
+                    self._s.branch_view(to).rollback(at)
                 else:
                     self._create_branch(to, at)
                 dst.heads[to] = at
@@ -864,10 +875,10 @@ class _SovsealSaverBase(BaseCheckpointSaver[str]):
                 if kept_live:
                     self._append(fam, fam.live, kept_live)
                 if kept_writes:
-                    for _, payload in kept_writes:
-                        if isinstance(payload, dict) and payload.get("lg") == "writes":
+                    for i, (path, payload) in enumerate(kept_writes):
+                        if isinstance(payload, dict) and payload.get("lg") == "writes":  # a copy: read payloads are shared
                             cp = fam.checkpoints.get(payload["checkpoint_ns"], {}).get(payload["checkpoint_id"])
-                            payload["checkpoint_snapshot"] = fam.merged[cp].sid if cp else None
+                            kept_writes[i] = (path, {**payload, "checkpoint_snapshot": fam.merged[cp].sid if cp else None})
                     self._append(fam, fam.writes, kept_writes)
 
     def get_next_version(self, current: str | None, channel: None) -> str:
@@ -925,8 +936,7 @@ class _SovsealSaverBase(BaseCheckpointSaver[str]):
             branches = sorted(fam.heads)
             for branch in branches:
                 try:
-                    with on_branch(h, branch):
-                        records += len(h.log())
+                    records += len(self._s.branch_view(branch).log())
                 except IntegrityError as exc:
                     problems.append(f"branch {branch}: {exc}")
             for ns, ids in fam.checkpoints.items():
