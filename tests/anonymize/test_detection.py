@@ -70,6 +70,26 @@ def test_entities_next_to_punctuation_keep_the_punctuation_outside(detector: Det
     ]
 
 
+def test_entities_split_by_punctuation_inside_are_found_whole(detector: Detector) -> None:
+    """Dashes, dots, apostrophes and line breaks inside an entity do not cut it in two: the whole
+    entity is one span, and the sentence punctuation after it stays outside."""
+    facts = {"NAME": ["Mary-Jane O'Neil"], "EMPLOYER": ["Acme Corp."], "CITY": ["St. Louis"]}
+    text = (
+        "Card 4111-1111-1111-1111, phone 415.555.0132 or +1-415-555-0132; IBAN GB82-WEST-1234-5698-7654-32. "
+        "MARY-JANE o'neil's badge, from Acme Corp. in St.\nLouis; ip 10.0.0.7:8080."
+    )
+    assert found(detector, text, facts) == [
+        ("CREDIT_CARD", "4111-1111-1111-1111"),
+        ("PHONE_NUMBER", "415.555.0132"),
+        ("PHONE_NUMBER", "+1-415-555-0132"),
+        ("IBAN_CODE", "GB82-WEST-1234-5698-7654-32"),
+        ("NAME", "MARY-JANE o'neil"),
+        ("EMPLOYER", "Acme Corp."),
+        ("CITY", "St.\nLouis"),
+        ("IP_ADDRESS", "10.0.0.7"),
+    ]
+
+
 def test_identity_facts_match_whole_words_in_any_case_and_across_line_breaks(detector: Detector) -> None:
     facts = {"NAME": ["Jane Doe", "Jane"], "EMPLOYER": ["Acme Corp"]}
     text = "JANE DOE works at Acme\nCorp. Jane's badge; Janet and Janeway are other people; acme corporation is not."

@@ -25,6 +25,7 @@ CORPUS = [
     "no entities at all, just a sentence.",
     "jane@acme.com",
     "jane@acme.com jane@acme.com, JANE@ACME.COM; jane@acme.com.",
+    "Split by punctuation: 4111-1111-1111-1111, 415.555.0132, GB82-WEST-1234-5698-7654-32, 10.0.0.7:8080.",
 ]
 
 

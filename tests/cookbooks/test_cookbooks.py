@@ -10,6 +10,7 @@ session, so it is not rebuilt per notebook.
 
 from __future__ import annotations
 
+import re
 from pathlib import Path
 
 import nbformat
@@ -36,6 +37,38 @@ def test_committed_without_outputs(notebook: Path) -> None:
         if cell.cell_type == "code":
             assert cell.outputs == [] and cell.execution_count is None, f"{notebook.name}: clear the outputs before committing"
     assert nb.metadata["kernelspec"]["name"] == "python3"
+
+
+#: LangChain's and LlamaIndex's fake chat models: where a cookbook's LLM would answer, one of these does.
+FAKE_MODELS = re.compile(r"\b(GenericFakeChatModel|FakeListChatModel|MockLLM)\(")
+#: A real model built on a commented line: `# model = ChatOpenAI(...)`, `# Settings.llm = OpenAI(...)`.
+REAL_MODEL_LINE = re.compile(r"^#\s*.*\b(Chat[A-Z]\w*|OpenAI)\(model=", re.M)
+
+
+def _commented_cells(nb: nbformat.NotebookNode) -> list[str]:
+    """Code cells made only of comments: what a reader uncomments, never run by the test."""
+    return [
+        cell.source
+        for cell in nb.cells
+        if cell.cell_type == "code" and cell.source.strip() and all(
+            line.lstrip().startswith("#") for line in cell.source.splitlines() if line.strip()
+        )
+    ]
+
+
+@pytest.mark.parametrize("notebook", NOTEBOOKS, ids=lambda p: p.stem)
+def test_a_fake_model_answers_and_a_commented_cell_shows_the_real_one(notebook: Path) -> None:
+    """Issue 10: a fake chat model where an LLM would answer, and one commented cell with the
+    real-model line. A notebook in which no LLM answers says so in its introduction."""
+    nb = nbformat.read(notebook, as_version=4)
+    code = "\n".join(cell.source for cell in nb.cells if cell.cell_type == "code")
+    real = [cell for cell in _commented_cells(nb) if REAL_MODEL_LINE.search(cell)]
+    if FAKE_MODELS.search(code):
+        assert real, f"{notebook.name}: a fake chat model answers, but no commented cell shows the real-model line"
+    else:
+        assert "No chat model is involved" in nb.cells[0].source, (
+            f"{notebook.name}: no fake chat model; say in the introduction that no LLM answers here"
+        )
 
 
 @pytest.mark.parametrize("notebook", NOTEBOOKS, ids=lambda p: p.stem)
