@@ -80,3 +80,16 @@ def test_every_mcp_tool_and_argument_is_documented(tmp_path: Path) -> None:
             assert f"`{argument}`" in rows[name], f"docs/mcp.md does not document {argument} of {name}"
     cli_help = main.commands["mcp"].help or ""
     assert all(name in cli_help for name in TOOLS), "sovseal mcp --help does not list every tool"
+
+
+def test_every_environment_variable_the_code_reads_is_documented() -> None:
+    """Each ``SOVSEAL_*`` name in the package's source (and the framework packages') is on a docs page."""
+    root = DOCS.parent
+    sources = [*(root / "sovseal").rglob("*.py"), *(root / "integrations").rglob("*.py")]
+    names = set()
+    for source in sources:
+        names |= set(re.findall(r"\bSOVSEAL_[A-Z][A-Z_]*[A-Z]\b", source.read_text(encoding="utf-8")))
+    assert {"SOVSEAL_HOME", "SOVSEAL_SERVER_WRITER_URL"} <= names
+    docs = "\n".join(page.read_text(encoding="utf-8") for page in DOCS.rglob("*.md"))
+    missing = sorted(n for n in names if n not in docs)
+    assert not missing, f"read by the code but documented nowhere: {missing}"
