@@ -8,9 +8,10 @@ from the other's query cache.
 Build: wall time of ``VectorStoreIndex(nodes, storage_context=..., embed_model=...)``, which embeds
 the nodes through LlamaIndex (batches of ``embed_batch_size``) and adds them to the store.
   - LanceDB stores LlamaIndex's vectors (one table add per ``add`` call, no fsync).
-  - sovseal seals each node, appends it to the lineage and makes it durable (fsync) before
-    returning, and embeds it itself on-device: LlamaIndex's node vectors are not used (see
-    docs/integrations/llama_index.md).
+  - sovseal seals each node, appends it to the lineage and makes the batch durable (fsync)
+    before returning. It keeps LlamaIndex's node vectors (``use_node_embeddings=True``, the
+    documented setting when ``embed_model`` is the store's own ``SovsealEmbedding``), so both
+    stores embed each node exactly once (see docs/integrations/llama_index.md).
 Retrieval: ``index.as_retriever(similarity_top_k=10).retrieve(question)`` per LoCoMo question of
 the loaded conversations (distinct queries, each embedded inside the timed call); p50 and p95.
 hit@10: the share of questions with at least one evidence turn in the 10 results.
@@ -118,7 +119,7 @@ def main() -> None:
     def sovseal_store(embed):
         from llama_index.vector_stores.sovseal import SovsealVectorStore
 
-        return SovsealVectorStore(path=root / "sovseal", key=os.urandom(32), embedder=embed)
+        return SovsealVectorStore(path=root / "sovseal", key=os.urandom(32), embedder=embed, use_node_embeddings=True)
 
     def lance_store(embed):
         from llama_index.vector_stores.lancedb import LanceDBVectorStore
