@@ -5,12 +5,17 @@ Each runs with its own working directory (cookbooks/, so relative paths work as 
 and an environment a reader's shell would have, minus their store and keychain: ``SOVSEAL_HOME``
 points at a temporary directory that must stay empty (each notebook keeps to its own), the keychain
 backend is keyring's failing one, and ``SOVSEAL_MODEL_DIR`` points at the model built once for the
-session, so it is not rebuilt per notebook.
+session, so it is not rebuilt per notebook. Every Python process of a notebook (the kernel and what it
+starts) loads ``offline/sitecustomize.py``, which refuses and logs any connection or lookup beyond
+loopback: a notebook that needs the network fails.
 """
 
 from __future__ import annotations
 
+import os
 import re
+import subprocess
+import sys
 from pathlib import Path
 
 import nbformat
@@ -20,6 +25,8 @@ from nbclient import NotebookClient
 from tests.cli.support import clean_env
 
 COOKBOOKS = Path(__file__).resolve().parents[2] / "cookbooks"
+#: Holds the sitecustomize that keeps every process of a notebook off the network.
+OFFLINE = Path(__file__).resolve().parent / "offline"
 NOTEBOOKS = sorted(COOKBOOKS.glob("*.ipynb"))
 #: Seconds any one cell may take on a loaded 2-core machine (a whole notebook takes far less).
 CELL_TIMEOUT = 120
@@ -71,6 +78,29 @@ def test_a_fake_model_answers_and_a_commented_cell_shows_the_real_one(notebook: 
         )
 
 
+def test_the_offline_guard_refuses_the_network_and_allows_loopback(tmp_path: Path) -> None:
+    """The control for the guard the notebooks run under: a lookup and a connection off the machine
+    are refused and logged (no packet leaves: the refusal comes before the syscall); loopback works."""
+    log = tmp_path / "net.log"
+    script = (
+        "import socket\n"
+        "server = socket.create_server(('127.0.0.1', 0))\n"
+        "socket.create_connection(server.getsockname(), timeout=5).close()\n"
+        "for call in (lambda: socket.getaddrinfo('pypi.org', 443), lambda: socket.create_connection(('192.0.2.1', 443), timeout=1)):\n"
+        "    try:\n"
+        "        call()\n"
+        "    except OSError as exc:\n"
+        "        assert 'cookbooks run offline' in str(exc), exc\n"
+        "    else:\n"
+        "        raise SystemExit('not refused')\n"
+    )
+    env = {**os.environ, "COOKBOOK_NET_LOG": str(log), "PYTHONPATH": str(OFFLINE)}
+    proc = subprocess.run([sys.executable, "-c", script], env=env, capture_output=True, text=True, timeout=60, check=False)
+    assert proc.returncode == 0, proc.stderr
+    attempts = log.read_text().splitlines()
+    assert len(attempts) == 2 and "pypi.org" in attempts[0] and "192.0.2.1" in attempts[1]
+
+
 @pytest.mark.parametrize("notebook", NOTEBOOKS, ids=lambda p: p.stem)
 def test_runs_top_to_bottom(notebook: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     nb = nbformat.read(notebook, as_version=4)
@@ -83,6 +113,10 @@ def test_runs_top_to_bottom(notebook: Path, tmp_path: Path, monkeypatch: pytest.
     monkeypatch.setenv("PYTHON_KEYRING_BACKEND", "keyring.backends.fail.Keyring")
     for name in ("SOVSEAL_ENDPOINT", "SOVSEAL_API_KEY", "SOVSEAL_PROJECT"):
         monkeypatch.delenv(name, raising=False)
+    # Offline: every Python process the notebook starts refuses (and logs) a connection off this machine.
+    net_log = tmp_path / "network-attempts.log"
+    monkeypatch.setenv("COOKBOOK_NET_LOG", str(net_log))
+    monkeypatch.setenv("PYTHONPATH", os.pathsep.join(filter(None, [str(OFFLINE), os.environ.get("PYTHONPATH")])))
     client = NotebookClient(
         nb,
         kernel_name="python3",
@@ -90,5 +124,6 @@ def test_runs_top_to_bottom(notebook: Path, tmp_path: Path, monkeypatch: pytest.
         resources={"metadata": {"path": str(COOKBOOKS)}},
     )
     client.execute()  # raises CellExecutionError, with the failing cell and its traceback
+    assert not net_log.exists(), f"the notebook reached for the network:\n{net_log.read_text()}"
     home = tmp_path / "home"
     assert not home.exists() or not any(home.iterdir()), "the notebook wrote to SOVSEAL_HOME; keep to its temporary directory"
