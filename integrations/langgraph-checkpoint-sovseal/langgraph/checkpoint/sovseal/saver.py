@@ -26,7 +26,6 @@ records written by another process are picked up.
 from __future__ import annotations
 
 import asyncio
-import copy
 import os
 from collections import OrderedDict
 import random
@@ -138,7 +137,8 @@ class _Family:
         self.merged: dict[str, _Ref] = {}  # path -> where to read it
         self.checkpoints: dict[str, dict[str, str]] = {}  # ns -> checkpoint id -> path
         self.task_writes: dict[tuple[str, str], dict[str, str]] = {}  # (ns, checkpoint id) -> task -> path
-        self.metadata: dict[str, dict[str, Any]] = {}  # snapshot id -> decoded metadata (for filters)
+        # snapshot id -> (decoded metadata, for filters; its typed bytes, decoded again for each copy returned)
+        self.metadata: dict[str, tuple[dict[str, Any], tuple[str, bytes]]] = {}
 
     def archives(self) -> list[str]:
         found = [(parse_branch(b), b) for b in self.heads]
@@ -428,16 +428,18 @@ class _SovsealSaverBase(BaseCheckpointSaver[str]):
             raise IntegrityError(f"the writes record {path} does not match its path; run verify()")
         return payload
 
-    def _metadata(self, fam: _Family, path: str, payload: dict[str, Any] | None = None) -> dict[str, Any]:
+    def _metadata(self, fam: _Family, path: str, payload: dict[str, Any] | None = None) -> tuple[dict[str, Any], tuple[str, bytes]]:
+        """The checkpoint's metadata (shared: read it, never change it) and its typed bytes."""
         sid = fam.merged[path].sid
         cached = fam.metadata.get(sid)
         if cached is None:
             if payload is None:
                 payload = self._checkpoint_payload(fam, path)
-            cached = self.serde.loads_typed(self._blob(fam, path, "metadata", payload["blobs"].get("metadata")))
-            if not isinstance(cached, dict):
+            typed = self._blob(fam, path, "metadata", payload["blobs"].get("metadata"))
+            decoded = self.serde.loads_typed(typed)
+            if not isinstance(decoded, dict):
                 raise IntegrityError(f"the metadata of {path} is not a mapping; run verify()")
-            fam.metadata[sid] = cached
+            cached = fam.metadata[sid] = (decoded, typed)
         return cached
 
     def _pending_writes(self, fam: _Family, ns: str, checkpoint_id: str) -> list[tuple[str, str, Any]]:
@@ -460,7 +462,7 @@ class _SovsealSaverBase(BaseCheckpointSaver[str]):
         if path is None:
             return None
         payload = self._checkpoint_payload(fam, path)
-        metadata = self._metadata(fam, path, payload)
+        metadata, metadata_typed = self._metadata(fam, path, payload)
         if filter and not all(metadata.get(k) == v for k, v in filter.items()):
             return None
         checkpoint = self.serde.loads_typed(self._blob(fam, path, "checkpoint", payload["blobs"].get("checkpoint")))
@@ -470,7 +472,7 @@ class _SovsealSaverBase(BaseCheckpointSaver[str]):
         return CheckpointTuple(
             config={"configurable": {"thread_id": thread_id, "checkpoint_ns": ns, "checkpoint_id": checkpoint_id}},
             checkpoint=checkpoint,  # type: ignore[arg-type]
-            metadata=copy.deepcopy(metadata),  # type: ignore[arg-type]
+            metadata=self.serde.loads_typed(metadata_typed),  # the caller's own copy
             parent_config=(
                 {"configurable": {"thread_id": thread_id, "checkpoint_ns": ns, "checkpoint_id": parent_id}} if parent_id else None
             ),
@@ -786,7 +788,7 @@ class _SovsealSaverBase(BaseCheckpointSaver[str]):
                 doomed: list[str] = []
                 for ns, ids in list(fam.checkpoints.items()):
                     for checkpoint_id, path in list(ids.items()):
-                        run_id = self._metadata(fam, path).get("run_id")
+                        run_id = self._metadata(fam, path)[0].get("run_id")
                         if run_id is not None and str(run_id) in wanted:
                             doomed.extend(self._record_paths(fam, ns, checkpoint_id))
                 if doomed:
