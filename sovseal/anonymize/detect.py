@@ -173,9 +173,12 @@ class Detector:
         found = []
         for r in results:
             priority = _priority(r)
-            end = r.end if priority == _PRIORITY_IDENTITY else trim_end(text, r.start, r.end)
-            if end > r.start:
-                found.append((r.start, end, r.entity_type, priority))
+            start, end = r.start, r.end
+            if priority != _PRIORITY_IDENTITY:
+                end = trim_end(text, start, end)
+                start = trim_start(text, start, end)
+            if end > start:
+                found.append((start, end, r.entity_type, priority))
         return merge(found)
 
 
@@ -193,6 +196,22 @@ def trim_end(text: str, start: int, end: int) -> int:
         else:
             break
     return end
+
+
+_LEADING = "'\""
+_OPENERS = {opener: closer for closer, opener in _CLOSERS.items()}
+
+
+def trim_start(text: str, start: int, end: int) -> int:
+    """Drop a quote or an unbalanced opening bracket a pattern took in at the start of a span
+    (Presidio's URL pattern matches ``'https://a.b/c'`` with its quotes): it belongs to the sentence."""
+    while start < end:
+        first = text[start]
+        if first in _LEADING or (first in _OPENERS and text.count(_OPENERS[first], start, end) < text.count(first, start, end)):
+            start += 1
+        else:
+            break
+    return start
 
 
 def _priority(result: Any) -> int:

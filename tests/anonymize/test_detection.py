@@ -90,6 +90,23 @@ def test_entities_split_by_punctuation_inside_are_found_whole(detector: Detector
     ]
 
 
+def test_a_url_is_hidden_whole_with_its_parentheses_port_and_path(detector: Detector) -> None:
+    """Presidio's URL pattern alone stops at "(" and misses a scheme URL on an IP with a port, which
+    left "(programming_language)" or ":8080/admin" in the clear; quotes and brackets around a URL stay
+    outside it."""
+    text = (
+        "See https://en.wikipedia.org/wiki/Python_(programming_language), (https://acme.com/a?q=(x)). "
+        "Admin at http://10.0.0.1:8080/admin#users or 'https://acme.com/y' and [docs](https://acme.com/z)."
+    )
+    assert found(detector, text) == [
+        ("URL", "https://en.wikipedia.org/wiki/Python_(programming_language)"),
+        ("URL", "https://acme.com/a?q=(x)"),
+        ("URL", "http://10.0.0.1:8080/admin#users"),
+        ("URL", "https://acme.com/y"),
+        ("URL", "https://acme.com/z"),
+    ]
+
+
 def test_identity_facts_match_whole_words_in_any_case_and_across_line_breaks(detector: Detector) -> None:
     facts = {"NAME": ["Jane Doe", "Jane"], "EMPLOYER": ["Acme Corp"]}
     text = "JANE DOE works at Acme\nCorp. Jane's badge; Janet and Janeway are other people; acme corporation is not."

@@ -26,6 +26,7 @@ CORPUS = [
     "jane@acme.com",
     "jane@acme.com jane@acme.com, JANE@ACME.COM; jane@acme.com.",
     "Split by punctuation: 4111-1111-1111-1111, 415.555.0132, GB82-WEST-1234-5698-7654-32, 10.0.0.7:8080.",
+    "Links: (https://en.wikipedia.org/wiki/Python_(programming_language)), 'http://10.0.0.1:8080/a', [x](https://a.io/b).",
 ]
 
 
