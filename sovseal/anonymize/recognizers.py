@@ -65,11 +65,13 @@ SECRET_PATTERNS = (
 CAMEL_PATTERN = Pattern("CamelCase identifier", r"(?<!\w)[A-Z]?[a-z][a-z0-9]*(?:[A-Z][a-z][a-z0-9]*)+[A-Z0-9]*(?!\w)", 0.45)
 
 
-#: A URL that names its scheme runs to the next space or quote. Presidio's URL pattern stops at a
-#: parenthesis or a port, which left ``(programming_language)`` of a Wikipedia link, a query's
-#: ``(x)`` or ``:8080/path`` of ``http://10.0.0.1:8080/path`` in the clear; the detector's
-#: ``trim_end`` then gives sentence punctuation and an unbalanced closing bracket back to the text.
-SCHEME_URL_PATTERN = Pattern("URL with a scheme", r"\b(?:https?|ftps?|wss?|file)://[^\s<>\"'`]+", 0.5)
+#: A URL that names its scheme (any scheme: ``https``, ``postgresql``, ``mongodb+srv``, ``s3``) runs
+#: to the next space or quote. Presidio's URL pattern stops at a parenthesis or a port and knows only
+#: web schemes, which left ``(programming_language)`` of a Wikipedia link, ``:8080/path`` of
+#: ``http://10.0.0.1:8080/path``, and the user and password of ``postgresql://app:pw@db/app`` in the
+#: clear. The detector's ``trim_end`` gives sentence punctuation and an unbalanced closing bracket
+#: back to the text.
+SCHEME_URL_PATTERN = Pattern("URL with a scheme", r"(?<![\w+.\-])[A-Za-z][A-Za-z0-9+.\-]{0,19}://[^\s<>\"'`]+", 0.5)
 
 
 def pattern_recognizers() -> list[PatternRecognizer]:
@@ -81,7 +83,7 @@ def pattern_recognizers() -> list[PatternRecognizer]:
         CreditCardRecognizer(),
         IpRecognizer(),
         UrlRecognizer(),
-        PatternRecognizer("URL", name="SchemeUrlRecognizer", patterns=[SCHEME_URL_PATTERN], global_regex_flags=_CASED | re.IGNORECASE),
+        PatternRecognizer("URL", name="SchemeUrlRecognizer", patterns=[SCHEME_URL_PATTERN], global_regex_flags=_CASED),
         CryptoRecognizer(),
         PatternRecognizer("SECRET", name="SecretRecognizer", patterns=list(SECRET_PATTERNS), global_regex_flags=_CASED),
     ]

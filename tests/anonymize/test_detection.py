@@ -91,12 +91,14 @@ def test_entities_split_by_punctuation_inside_are_found_whole(detector: Detector
 
 
 def test_a_url_is_hidden_whole_with_its_parentheses_port_and_path(detector: Detector) -> None:
-    """Presidio's URL pattern alone stops at "(" and misses a scheme URL on an IP with a port, which
-    left "(programming_language)" or ":8080/admin" in the clear; quotes and brackets around a URL stay
-    outside it."""
+    """Presidio's URL pattern alone stops at "(", misses a scheme URL on an IP with a port and knows
+    only web schemes, which left "(programming_language)", ":8080/admin" or a connection string's
+    password in the clear; quotes and brackets around a URL stay outside it."""
     text = (
         "See https://en.wikipedia.org/wiki/Python_(programming_language), (https://acme.com/a?q=(x)). "
-        "Admin at http://10.0.0.1:8080/admin#users or 'https://acme.com/y' and [docs](https://acme.com/z)."
+        "Admin at http://10.0.0.1:8080/admin#users or 'https://acme.com/y' and [docs](https://acme.com/z). "
+        "DATABASE_URL=postgresql://app:S3cretPw@db.internal:5432/app, mongodb+srv://u:p@c0.ab.mongodb.net/x; "
+        "s3://acme-private/q3.pdf"
     )
     assert found(detector, text) == [
         ("URL", "https://en.wikipedia.org/wiki/Python_(programming_language)"),
@@ -104,6 +106,9 @@ def test_a_url_is_hidden_whole_with_its_parentheses_port_and_path(detector: Dete
         ("URL", "http://10.0.0.1:8080/admin#users"),
         ("URL", "https://acme.com/y"),
         ("URL", "https://acme.com/z"),
+        ("URL", "postgresql://app:S3cretPw@db.internal:5432/app"),  # credentials included
+        ("URL", "mongodb+srv://u:p@c0.ab.mongodb.net/x"),
+        ("URL", "s3://acme-private/q3.pdf"),
     ]
 
 
