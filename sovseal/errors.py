@@ -78,6 +78,14 @@ class StorageError(SovsealError, OSError):
     """
 
 
+class JournalFormatError(SovsealError):
+    """The journal was written in an on-disk format this version does not read (older or newer).
+
+    Nothing was changed. Move the data with the version that wrote it: ``sovseal export`` there,
+    then ``sovseal import`` into a new store here (backups hold wire items, not journal frames).
+    """
+
+
 class ReplicationError(SovsealError):
     """The replication server refused a request, or could not be reached for a pull.
 

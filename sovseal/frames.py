@@ -19,6 +19,7 @@ from enum import IntEnum
 ID_LEN = 32
 BRANCH_ID_LEN = 16
 NO_ID = bytes(ID_LEN)
+TAG_LEN = 16
 
 
 class Kind(IntEnum):
@@ -41,7 +42,13 @@ class BranchReason(IntEnum):
 
 @dataclass(frozen=True, slots=True)
 class RecordFrame:
-    """One snapshot: a sealed entry appended to a branch. Also its own outbox job."""
+    """One snapshot: a sealed entry appended to a branch. Also its own outbox job.
+
+    ``head_tag`` authenticates the fixed-width head (every clear field) apart from the sealed
+    parts, under the journal's key (:meth:`Journal.tag`): if the frame's MAC fails but its head
+    passes, the damage is in the sealed parts and is pinned on this record's real path; if the
+    head fails too, the record's branch, parent and path cannot be trusted.
+    """
 
     op: Op
     created_at: float
@@ -51,11 +58,13 @@ class RecordFrame:
     path_hash: bytes
     sealed_sid: bytes  # the snapshot id, sealed under k_rest
     sealed_entry: bytes  # the canonical entry, sealed under k_sync; replicated unchanged
+    head_tag: bytes = bytes(TAG_LEN)
 
     _HEAD = struct.Struct(">BBd32s32s16s32sHI")
 
-    def encode(self) -> bytes:
-        head = self._HEAD.pack(
+    def head(self) -> bytes:
+        """The clear fields as encoded: what ``head_tag`` authenticates."""
+        return self._HEAD.pack(
             Kind.RECORD,
             self.op,
             self.created_at,
@@ -66,12 +75,16 @@ class RecordFrame:
             len(self.sealed_sid),
             len(self.sealed_entry),
         )
-        return head + self.sealed_sid + self.sealed_entry
+
+    def encode(self) -> bytes:
+        if len(self.head_tag) != TAG_LEN:
+            raise ValueError(f"a record's head tag is {TAG_LEN} bytes, got {len(self.head_tag)}")
+        return self.head() + self.head_tag + self.sealed_sid + self.sealed_entry
 
     @classmethod
     def decode(cls, body: bytes) -> RecordFrame:
         _, op, created, wire, parent, branch, path_hash, sid_len, entry_len = cls._HEAD.unpack_from(body)
-        start = cls._HEAD.size
+        start = cls._HEAD.size + TAG_LEN
         if start + sid_len + entry_len != len(body):
             raise ValueError("record frame length mismatch")
         return cls(
@@ -83,6 +96,7 @@ class RecordFrame:
             path_hash,
             bytes(body[start : start + sid_len]),
             bytes(body[start + sid_len :]),
+            bytes(body[cls._HEAD.size : start]),
         )
 
 

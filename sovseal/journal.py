@@ -5,9 +5,12 @@ single ``write`` and made durable with ``fsync`` before the call returns. Becaus
 frame *is* its lineage step and its outbox job, the three commit atomically: after a crash a
 frame is either whole (and authenticated) or it is a torn tail that recovery cuts off.
 
-Frame on disk: ``u32 body length ‖ 16-byte MAC ‖ body``. The MAC is a truncated
-HMAC-SHA256 under a key derived from the store key, so it detects torn writes *and* any edit
-of any field; a CRC would only catch the former.
+The file starts with a fixed header, ``magic ‖ u32 format ‖ 16-byte journal id ‖ 16-byte MAC``,
+written with the first frames in the journal's first append. The journal id is random, so two
+journals never share it, even under one key. Then frames: ``u32 body length ‖ 16-byte MAC ‖ body``.
+The MAC is a truncated HMAC-SHA256 under a key derived from the store key *and the journal id*,
+so it detects torn writes, any edit of any field, and a frame copied in from another journal
+(another store or project that uses the same key); a CRC would only catch the first.
 """
 
 from __future__ import annotations
@@ -20,7 +23,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from .durable import fsync_dir, fsync_fd
-from .errors import IntegrityError, StorageError
+from .errors import IntegrityError, JournalFormatError, StorageError
 
 HEADER = struct.Struct(">I16s")
 #: Large enough for the biggest record (a 256 KiB entry, sealed) and small enough that a scan
@@ -29,7 +32,27 @@ MAX_FRAME = 320 * 1024
 #: A torn write can only be the last append, and one append is at most one frame; a run of
 #: unparseable bytes at the end longer than this is damage, never cut off silently.
 MAX_TORN_TAIL = MAX_FRAME + HEADER.size
-_MAC_PREFIX = b"sovseal/v1/frame\x00"
+#: The journal's own header: magic, format, journal id, MAC (under the store's journal key).
+JOURNAL_HEADER = struct.Struct(">8sI16s16s")
+FORMAT = 2
+_MAGIC = b"SOVSEAL\x0a"  # its first byte is not 0, which every format-1 journal starts with
+_V1_MAC_PREFIX = b"sovseal/v1/frame\x00"  # format 1: only to recognise an old journal
+_HEADER_MAC_PREFIX = b"sovseal/v2/journal-header\x00"
+_FRAME_KEY_PREFIX = b"sovseal/v2/frame-key\x00"
+_MAC_PREFIX = b"sovseal/v2/frame\x00"
+_HEAD_TAG_PREFIX = b"sovseal/v2/record-head\x00"
+
+
+class JournalHeaderError(IntegrityError):
+    """The journal's header does not authenticate under the key given.
+
+    ``key_is_right``: frames after it authenticate under the journal id it holds, so the key is
+    right and the header itself is damaged. Otherwise the key may be wrong; the store decides.
+    """
+
+    def __init__(self, message: str, *, key_is_right: bool) -> None:
+        super().__init__(message)
+        self.key_is_right = key_is_right
 
 
 @dataclass(slots=True)
@@ -47,11 +70,12 @@ class ScanResult:
 
 
 class Journal:
-    """One append-only file of authenticated frames."""
+    """One append-only file of authenticated frames, bound to its own random journal id."""
 
-    def __init__(self, path: Path, mac_key: bytes) -> None:
+    def __init__(self, path: Path, key: bytes) -> None:
         self.path = path
-        self._mac_key = mac_key
+        self._key = key  # the store's journal key; frame MACs use a key derived from it and the journal id
+        self._frame_key = b""  # known once the header is read or written
         created = not path.exists()
         self._fd = os.open(path, os.O_RDWR | os.O_CREAT | os.O_APPEND, 0o600)
         if created:
@@ -67,7 +91,87 @@ class Journal:
         return os.fstat(self._fd).st_size
 
     def mac(self, body: bytes) -> bytes:
-        return hmac.digest(self._mac_key, _MAC_PREFIX + body, "sha256")[:16]
+        return self._mac(self._key_for_frames(), body)
+
+    @staticmethod
+    def _mac(frame_key: bytes, body: bytes) -> bytes:
+        return hmac.digest(frame_key, _MAC_PREFIX + body, "sha256")[:16]
+
+    def tag(self, head: bytes) -> bytes:
+        """A record's head tag: its clear fields authenticated apart from its sealed parts.
+
+        When a record frame fails its MAC, a head that still passes its tag tells which branch,
+        parent and path the record really has, so the damage is pinned on that record alone.
+        """
+        return hmac.digest(self._key_for_frames(), _HEAD_TAG_PREFIX + head, "sha256")[:16]
+
+    def _key_for_frames(self) -> bytes:
+        if not self._frame_key:
+            raise RuntimeError("the journal's header has not been read or written yet: scan(0) or append first")
+        return self._frame_key
+
+    def _derive_frame_key(self, journal_id: bytes) -> bytes:
+        return hmac.digest(self._key, _FRAME_KEY_PREFIX + journal_id, "sha256")
+
+    def _new_header(self) -> bytes:
+        """A fresh random journal id, sealed into the header a new journal starts with."""
+        journal_id = os.urandom(16)
+        fields = JOURNAL_HEADER.pack(_MAGIC, FORMAT, journal_id, bytes(16))[:-16]
+        self._frame_key = self._derive_frame_key(journal_id)
+        return fields + hmac.digest(self._key, _HEADER_MAC_PREFIX + fields, "sha256")[:16]
+
+    def _read_header(self, mm: mmap.mmap, size: int) -> None:
+        """Check the header and learn the journal id; raises rather than guess at anything else."""
+        magic, version, journal_id, mac = JOURNAL_HEADER.unpack_from(mm, 0)
+        fields = mm[: JOURNAL_HEADER.size - 16]
+        if magic != _MAGIC and self._is_format_1(mm, size):
+            raise JournalFormatError(
+                f"the journal {self.path} was written by an earlier sovseal (journal format 1); this version reads "
+                f"format {FORMAT} only. Nothing was changed. Run `sovseal export` with the version that wrote it, then "
+                "`sovseal import` the backup into a new store with this version."
+            )
+        frame_key = self._derive_frame_key(journal_id)
+        if magic == _MAGIC and hmac.compare_digest(mac, hmac.digest(self._key, _HEADER_MAC_PREFIX + fields, "sha256")[:16]):
+            if version != FORMAT:
+                raise JournalFormatError(
+                    f"the journal {self.path} has format {version}; this sovseal reads format {FORMAT} only. Nothing was "
+                    "changed. Open it with the sovseal version that wrote it."
+                )
+            self._frame_key = frame_key
+            return
+        if self._any_authentic(mm, size, frame_key):
+            raise JournalHeaderError(
+                f"the header of the journal {self.path} is damaged: the frames after it authenticate under this key, "
+                "the header does not. Nothing was changed; restore this store from a replica or backup.",
+                key_is_right=True,
+            )
+        raise JournalHeaderError(
+            f"the header of the journal {self.path} does not authenticate under this key: the key is wrong, or the "
+            "header is damaged. Nothing was changed.",
+            key_is_right=False,
+        )
+
+    def _is_format_1(self, mm: mmap.mmap, size: int) -> bool:
+        """Does the file start with a frame that authenticates as format 1 wrote it (no header)?"""
+        length, mac = HEADER.unpack_from(mm, 0)
+        end = HEADER.size + length
+        if not 0 < length <= MAX_FRAME or end > size:
+            return False
+        return hmac.compare_digest(mac, hmac.digest(self._key, _V1_MAC_PREFIX + mm[HEADER.size : end], "sha256")[:16])
+
+    @staticmethod
+    def _any_authentic(mm: mmap.mmap, size: int, frame_key: bytes) -> bool:
+        """Does any frame after the header authenticate under ``frame_key``?"""
+        offset = JOURNAL_HEADER.size
+        while size - offset >= HEADER.size:
+            length, mac = HEADER.unpack_from(mm, offset)
+            end = offset + HEADER.size + length
+            if length == 0 or length > MAX_FRAME or end > size:
+                return False
+            if hmac.compare_digest(mac, Journal._mac(frame_key, mm[offset + HEADER.size : end])):
+                return True
+            offset = end
+        return False
 
     def encode(self, body: bytes) -> bytes:
         if len(body) > MAX_FRAME:
@@ -75,16 +179,19 @@ class Journal:
         return HEADER.pack(len(body), self.mac(body)) + body
 
     def append(self, bodies: list[bytes], *, sync: bool = True) -> int:
-        """Append frames with one write and fsync them; returns the offset of the first.
+        """Append frames with one write and fsync them; returns the offset the write started at.
+
+        A new (empty) journal gets its header in the same write, so it is durable with its first frame.
 
         On any failure the file is cut back to where it was, so a failed append leaves no
         partial frame behind for the next writer (and the caller's store fails loudly).
         ``sync=False`` is for bulk imports that call :meth:`sync` once at the end.
         """
-        data = b"".join(self.encode(b) for b in bodies)
+        start = self.size()
+        header = self._new_header() if start == 0 else b""  # a new journal: its id goes in with its first frames
+        data = header + b"".join(self.encode(b) for b in bodies)
         if len(data) > MAX_TORN_TAIL:
             raise ValueError("one append must fit in MAX_TORN_TAIL so that a torn append is recognisable")
-        start = self.size()
         try:
             view = memoryview(data)
             while view:
@@ -93,6 +200,8 @@ class Journal:
                 fsync_fd(self._fd)
         except BaseException as exc:
             self.cut_back(start)
+            if header:
+                self._frame_key = b""  # the header is gone with the rest: the next append writes a new one
             if isinstance(exc, OSError):
                 raise self._refused(exc) from exc
             raise
@@ -136,18 +245,29 @@ class Journal:
         return mac, os.pread(self._fd, length, offset + HEADER.size)
 
     def scan(self, start: int) -> ScanResult:
-        """Read every frame from ``start`` to the end of the file.
+        """Read every frame from ``start`` to the end of the file (from 0: the header first).
 
         A complete frame whose MAC fails is *damage* (a flipped bit, an edit): it is returned
         with ``authentic=False`` and the scan goes on, so that reads of it fail closed and
         verify() reports it. Bytes at the very end that do not form a complete frame are the
         torn tail of an append that never returned; a tail too long to be one append is damage
-        and raises instead of being cut.
+        and raises instead of being cut. A header that does not authenticate, or a journal of
+        another format, raises: nothing in it can be trusted or cut.
         """
         size = self.size()
         result = ScanResult(end=start)
+        if start == 0 and size < JOURNAL_HEADER.size:
+            result.torn_tail = size  # empty, or its creation was cut short: nothing was acknowledged yet
+            return result
         if size > start:
             with mmap.mmap(self._fd, size, prot=mmap.PROT_READ) as mm:
+                if start == 0:
+                    if size <= MAX_TORN_TAIL and not mm[:].strip(b"\x00"):
+                        # The new size, but zeros (design assumption 2): the first append never completed.
+                        result.torn_tail = size
+                        return result
+                    self._read_header(mm, size)
+                    start = result.end = JOURNAL_HEADER.size
                 offset = start
                 while size - offset >= HEADER.size:
                     length, mac = HEADER.unpack_from(mm, offset)

@@ -41,6 +41,9 @@ class Branch:
     _view: dict[bytes, int] | None = None  # path_hash -> node idx of the visible record
 
 
+_KIND_NAMES = {BranchFrame: "branch", ReinforceFrame: "reinforcement", AckFrame: "ack"}
+
+
 @dataclass(slots=True)
 class Damage:
     offset: int
@@ -62,21 +65,29 @@ class Lineage:
     events: set[bytes] = field(default_factory=set)  # ids of branch and reinforce events seen
     unattributed_damage: bool = False  # see unattributed()
 
-    def apply(self, frame: Frame, offset: int, size: int, authentic: bool) -> None:
-        """Replay one frame. Damaged frames are still applied where that makes reads fail closed."""
+    def apply(self, frame: Frame, offset: int, size: int, authentic: bool, *, placed: bool = False) -> None:
+        """Replay one frame. Damaged frames are still applied where that makes reads fail closed.
+
+        ``placed``: a record frame that failed authentication but whose head passed its own tag
+        (:meth:`Journal.tag`), so its branch, parent and path are the real ones.
+        """
         if isinstance(frame, RecordFrame):
-            self._apply_record(frame, offset, size, authentic)
+            self._apply_record(frame, offset, size, authentic, placed)
+        elif not authentic:
+            # Its branch id, target or event may be what was altered (or it was copied from another
+            # journal): it may have moved any HEAD, so it is pinned on none.
+            if not isinstance(frame, AckFrame):
+                self.sync_seals += 1
+            self.unattributed(offset, f"a {_KIND_NAMES[type(frame)]} frame failed authentication")
         elif isinstance(frame, (BranchFrame, ReinforceFrame)) and frame.event_id in self.events:
             # Every event seals with a fresh nonce, so an event id seen twice is an old frame
             # appended again (to roll a HEAD back, or inflate a reinforcement): never applied.
             self.damage.append(Damage(offset, "a branch or reinforcement event repeats an earlier one (replayed)"))
         elif isinstance(frame, BranchFrame):
             self.sync_seals += 1
-            self._apply_branch(frame, offset, authentic)
+            self._apply_branch(frame, offset)
             self.events.add(frame.event_id)
             self._enqueue(frame.event_id, offset, size)
-        elif not authentic:
-            self.unattributed(offset, "a reinforcement or ack frame failed authentication")
         elif isinstance(frame, ReinforceFrame):
             self.sync_seals += 1
             idx = self.by_wire.get(frame.wire_id)
@@ -97,8 +108,10 @@ class Lineage:
     def unattributed(self, offset: int, reason: str) -> None:
         """Damage that cannot be pinned on one record: every branch known so far fails closed.
 
-        A frame that does not decode, or a record that lost its branch or parent, may have moved
-        any HEAD; reading a branch as if it had not would return a silently older state.
+        A frame that does not decode, a record that lost its branch or parent, or a damaged frame
+        whose clear fields cannot be trusted (a branch event; a record whose head failed its tag)
+        may have moved any HEAD; reading a branch as if it had not would return a silently older
+        state, and reading a path as if that record were not on it would return an older value.
         """
         self.damage.append(Damage(offset, reason))
         self.unattributed_damage = True
@@ -113,10 +126,13 @@ class Lineage:
     def replicated(self, item: bytes) -> bool:
         return item not in self.pending
 
-    def _apply_record(self, frame: RecordFrame, offset: int, size: int, authentic: bool) -> None:
+    def _apply_record(self, frame: RecordFrame, offset: int, size: int, authentic: bool, placed: bool) -> None:
         self.sync_seals += 1
         self.rest_seals += 1
         if not authentic:
+            if not placed:  # its path hash, branch or parent may be what was altered: the real path is unknown
+                self.unattributed(offset, "a record frame failed authentication, its head too: its branch, parent and path are unknown")
+                return
             self.damage.append(Damage(offset, "a record frame failed authentication"))
         if frame.wire_id in self.by_wire:
             self.damage.append(Damage(offset, "a record frame repeats an existing snapshot"))
@@ -152,7 +168,7 @@ class Lineage:
         self._enqueue(frame.wire_id, offset, size)
         self._move_head(branch, node.idx)
 
-    def _apply_branch(self, frame: BranchFrame, offset: int, authentic: bool) -> None:
+    def _apply_branch(self, frame: BranchFrame, offset: int) -> None:
         head = -1
         if frame.head_wire_id != NO_ID:
             found = self.by_wire.get(frame.head_wire_id)
@@ -166,9 +182,6 @@ class Lineage:
             branch._view = {} if head == -1 else None
         elif frame.reason is not BranchReason.CREATE:  # re-creating a branch (another device's main) moves nothing
             self._move_head(branch, head)
-        if not authentic:
-            branch.authentic = False
-            self.damage.append(Damage(offset, "a branch frame failed authentication"))
 
     def _move_head(self, branch: Branch, idx: int) -> None:
         if idx == branch.head:

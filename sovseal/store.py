@@ -9,7 +9,9 @@ processes appending to one store form one chain per branch.
 
 from __future__ import annotations
 
+import dataclasses
 import hashlib
+import hmac
 import json
 import threading
 import time
@@ -34,7 +36,7 @@ from .errors import (
     UnknownSnapshotError,
 )
 from .filelock import WriterLock
-from .journal import HEADER, Journal
+from .journal import HEADER, Journal, JournalHeaderError
 from .lineage import Branch, Lineage, Node
 from .wire import WireItem
 
@@ -77,13 +79,13 @@ class LocalStore:
         self.lock_timeout = lock_timeout
         make_dirs(directory)
         self._keys = derive_subkeys(master)
+        self._key_confirmed = False  # store.json names this key's id (set by _check_meta)
         self.store_uuid = self._check_meta()
         self._journal = Journal(directory / _JOURNAL, bytes.fromhex(keyed_id(self._keys.k_id, "frame-mac", "v1")))
         self._flock = WriterLock(directory / _LOCK, lock_timeout)
         self._mutex = threading.RLock()
         self._lineage = Lineage()
         self._end = 0
-        self._authentic_frames = 0
         self._sealers()
         self._sids: dict[int, str] = {}
         self._names: dict[bytes, str] = {}
@@ -92,18 +94,27 @@ class LocalStore:
         self._wire_ids: dict[str, bytes] = {}
         self.repairs: list[str] = []  # what recovery did on open, for status()
         self.closed = False
-        with self._writing():
-            wrong_key = self._end > 0 and not self._authentic_frames
-            if not wrong_key:
+        try:
+            with self._writing():
                 self._bind_meta()
                 if not self._lineage.unattributed_damage:  # never write into a journal that lost frames
                     self._ensure_branch(DEFAULT_BRANCH)
-        if wrong_key:
+        except JournalHeaderError as exc:
             self.close()
+            if exc.key_is_right:
+                raise
+            if self._key_confirmed:
+                raise IntegrityError(
+                    f"the header of the journal in {directory} is damaged: store.json names this key, yet the header "
+                    "does not authenticate under it. Nothing was changed; restore this store from a replica or backup."
+                ) from None
             raise KeyUnavailableError(
-                f"no frame of the journal in {directory} authenticates under this key: it is the wrong key. "
-                "Pass the store's own key."
-            )
+                f"no frame of the journal in {directory} authenticates under this key: it is the wrong key (or the "
+                "journal's header is damaged). Pass the store's own key."
+            ) from None
+        except BaseException:
+            self.close()
+            raise
 
     # -- opening -------------------------------------------------------------------------
 
@@ -112,7 +123,8 @@ class LocalStore:
         meta_path = self.directory / _META
         meta = json.loads(meta_path.read_text()) if meta_path.exists() else {}
         if "key_id" in meta:
-            if meta["key_id"] != self._keys.key_id:
+            self._key_confirmed = meta["key_id"] == self._keys.key_id
+            if not self._key_confirmed:
                 raise KeyUnavailableError(
                     f"the store at {self.directory} was created with key id {meta.get('key_id')}; the key given has id "
                     f"{self._keys.key_id}. Pass the store's own key (key=..., or the one in its keychain entry / key file)."
@@ -159,14 +171,18 @@ class LocalStore:
             return
         scan = self._journal.scan(self._end)
         for frame in scan.frames:
-            self._authentic_frames += frame.authentic
             size = len(frame.body) + HEADER.size
             try:
                 decoded = fr.decode(frame.body)
             except ValueError:
                 self._lineage.unattributed(frame.offset, "a frame could not be decoded")
                 continue
-            self._lineage.apply(decoded, frame.offset, size, frame.authentic)
+            placed = (
+                not frame.authentic
+                and isinstance(decoded, fr.RecordFrame)
+                and hmac.compare_digest(decoded.head_tag, self._journal.tag(decoded.head()))
+            )
+            self._lineage.apply(decoded, frame.offset, size, frame.authentic, placed=placed)
         self._end = scan.end
         if owner and scan.torn_tail:
             self.repairs.append(f"cut a torn tail of {scan.torn_tail} bytes left by an interrupted write")
@@ -307,6 +323,10 @@ class LocalStore:
             )
         self._catch_up(owner=True)
 
+    def _tagged(self, frame: fr.RecordFrame) -> bytes:
+        """A record frame's body with its head tag, under this journal's key."""
+        return dataclasses.replace(frame, head_tag=self._journal.tag(frame.head())).encode()
+
     def _branch_frame(self, reason: fr.BranchReason, name: str, head: int) -> bytes:
         branch_id = self.branch_id(name)
         head_wire = self._lineage.nodes[head].wire_id if head >= 0 else fr.NO_ID
@@ -400,7 +420,7 @@ class LocalStore:
             sealed_sid=self._rest.seal(sid.encode("ascii"), b"sid:" + wire),
             sealed_entry=self._sync.seal(canonical, aad),
         )
-        self._append([frame.encode()], sync=sync)
+        self._append([self._tagged(frame)], sync=sync)
         idx = self._lineage.by_wire[wire]
         self._sids[idx] = sid
         return Appended(self._lineage.nodes[idx], sid, reinforced=False)
@@ -504,16 +524,18 @@ class LocalStore:
             entry = Entry.from_canonical(canonical)
             if self.wire_id(sid) != ident or self.path_hash(entry.path) != path_hash:
                 raise IntegrityError(f"replicated record {item.id} does not re-derive its ids; it was not imported")
-            return fr.RecordFrame(
-                op=fr.Op.DELETE if entry.op == "delete" else fr.Op.STORE,
-                created_at=item.created_at,
-                wire_id=ident,
-                parent_wire_id=parent_wire,
-                branch_id=branch_id,
-                path_hash=path_hash,
-                sealed_sid=self._rest.seal(sid.encode("ascii"), b"sid:" + ident),
-                sealed_entry=item.sealed,
-            ).encode()
+            return self._tagged(
+                fr.RecordFrame(
+                    op=fr.Op.DELETE if entry.op == "delete" else fr.Op.STORE,
+                    created_at=item.created_at,
+                    wire_id=ident,
+                    parent_wire_id=parent_wire,
+                    branch_id=branch_id,
+                    path_hash=path_hash,
+                    sealed_sid=self._rest.seal(sid.encode("ascii"), b"sid:" + ident),
+                    sealed_entry=item.sealed,
+                )
+            )
         if hashlib.sha256(item.sealed).hexdigest() != item.id:
             raise IntegrityError(f"replicated event {item.id} does not match its bytes; it was not imported")
         if ident in lineage.events:

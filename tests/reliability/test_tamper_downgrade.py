@@ -28,7 +28,7 @@ import pytest
 
 from sovseal import Sovseal
 from sovseal.errors import IntegrityError, KeyUnavailableError, UnknownBranchError
-from sovseal.journal import HEADER
+from sovseal.journal import HEADER, JOURNAL_HEADER
 from sovseal.wire import WireItem
 from tests.fakes import fake_embed
 from tests.reliability._soak import scale
@@ -298,41 +298,134 @@ def transplant(tmp_path: Path, key: bytes) -> tuple[Path, Path, list[tuple[str, 
         a.store("a.genesis", "written in project a")  # a reinforcement
         a.fork(branch="a-only")
         a.store("a.side", "on a's own branch")
+        a._store.create_branch("a-empty", None)  # white-box: a new branch with no snapshot (builds on nothing of a's)
         scanned = a._store._journal.scan(0).frames
     journal = (first / "journal.log").read_bytes()
     frames = [(type(_decode(f)).__name__, journal[f.offset : f.offset + HEADER.size + len(f.body)]) for f in scanned]
     return first, second, frames
 
 
-def test_a_frame_moved_from_another_store_with_the_same_key_that_builds_on_that_store_is_detected(
-    tmp_path: Path, key: bytes, figures: dict[str, Any]
-) -> None:
-    """Proves: of two stores (projects) sharing one key, a frame copied from one journal into the
-    other that refers to anything of its own store (a parent, a branch, a target) is flagged by
-    verify() and every read it could affect fails closed."""
+def test_every_frame_moved_from_another_store_with_the_same_key_is_detected(tmp_path: Path, key: bytes, figures: dict[str, Any]) -> None:
+    """Proves: of two stores (projects) sharing one key, any frame copied from one journal into the
+    other is flagged by verify() and every read it could affect fails closed: frames that build on
+    their own store's history (a parent, a branch, a target), and also those that build on nothing
+    (main's creation, a genesis record, a new empty branch), which name only ids that are equal in
+    every store with that key. Each journal has its own random id in its header, and frame MACs
+    are keyed by it, so a copied frame fails authentication in any other journal."""
     _, second, frames = transplant(tmp_path, key)
     b_original = build(second, key)
-    checked = 0
+    checked: dict[str, int] = {}
     for index, (kind, frame) in enumerate(frames):
-        if index <= 1:
-            continue  # a's main CREATE and its genesis record: see the known gap below
         store = fresh_copy(second, tmp_path / "transplant")
         append_frames(store, [frame])
         seen = observe(store, key, b_original)
         assert seen.outcome in ("refused", "flagged"), (index, kind, seen)
-        checked += 1
-    figures.update(frames_transplanted=checked)
+        checked[kind] = checked.get(kind, 0) + 1
+    assert {"RecordFrame", "BranchFrame", "ReinforceFrame"} <= set(checked)
+    figures.update(frames_transplanted=sum(checked.values()), **checked)
 
 
-@pytest.mark.xfail(strict=True, reason="known gap: frame MACs and AADs bind the key, not the store; see docs/reliability.md")
-def test_a_genesis_record_moved_from_another_store_with_the_same_key_is_detected(tmp_path: Path, key: bytes) -> None:
-    """The gap, kept visible: a *genesis* record of project a appended to project b's journal
-    authenticates (same key, same keyed id for "main") and becomes b's HEAD."""
+def test_a_genesis_record_or_an_empty_branch_moved_from_another_store_with_the_same_key_is_detected(
+    tmp_path: Path, key: bytes
+) -> None:
+    """Proves the formerly known gap closed: a *genesis* record of project a (no parent; the keyed id
+    of "main" is the same in b) appended to project b's journal no longer becomes b's HEAD, and a
+    new empty branch's creation no longer appears in b: the copied frame fails b's MAC, the record's
+    head fails b's head tag, so b's branches fail closed (IntegrityError) instead of showing a's data
+    or hiding b's."""
     _, second, frames = transplant(tmp_path, key)
     b_original = build(second, key)
-    store = fresh_copy(second, tmp_path / "transplant")
-    append_frames(store, [frames[1][1]])
+    genesis = frames[1][1]
+    empty_branch = frames[-1][1]
+    for moved in (genesis, empty_branch):
+        store = fresh_copy(second, tmp_path / "transplant")
+        append_frames(store, [moved])
+        with Sovseal(store, key=key, embedder=fake_embed) as mem:
+            report = mem.verify()
+            assert not report.ok and any("failed authentication" in p for p in report.problems)
+            assert "a-empty" not in mem.branches()
+            with pytest.raises(IntegrityError):
+                mem.get("a.genesis")
+            with pytest.raises(IntegrityError):
+                mem.get("user.fact1")
+            with pytest.raises(IntegrityError):
+                mem.recall("written in project a", k=3)
+        assert observe(store, key, b_original).outcome == "flagged"
+
+
+def test_a_journal_header_swapped_for_another_stores_is_detected(tmp_path: Path, key: bytes) -> None:
+    """Proves: putting project a's journal header (a valid header: same key) in front of project b's
+    frames makes every one of b's frames fail authentication: the store is refused or flagged with
+    every read failing closed, never read as data."""
+    first, second, _ = transplant(tmp_path, key)
+    b_original = build(second, key)
+    store = fresh_copy(second, tmp_path / "swapped-header")
+    a_header = (first / "journal.log").read_bytes()[: JOURNAL_HEADER.size]
+    b_journal = (store / "journal.log").read_bytes()
+    assert a_header != b_journal[: JOURNAL_HEADER.size]
+    (store / "journal.log").write_bytes(a_header + b_journal[JOURNAL_HEADER.size :])
     assert observe(store, key, b_original).outcome in ("refused", "flagged")
+
+
+def _record_frames(store: Path, key: bytes) -> list[tuple[int, str, str]]:
+    """(frame offset, path, branch) of every record frame, read from an intact store."""
+    with Sovseal(store, key=key, embedder=fake_embed) as mem:
+        names = {mem._store.branch_id(b): b for b in mem.branches()}
+        return [(n.offset, mem._store.open(n.idx).entry.path, names[n.branch_id]) for n in mem._store._lineage.nodes]
+
+
+#: Where a record frame's path hash sits: after the frame header and kind, op, time, wire id, parent, branch.
+PATH_HASH_AT = HEADER.size + 1 + 1 + 8 + 32 + 32 + 16
+
+
+def test_a_flipped_path_hash_fails_reads_of_the_records_real_path_closed(
+    tmp_path: Path, key: bytes, pristine: tuple[Path, Original], figures: dict[str, Any]
+) -> None:
+    """Proves the formerly known gap closed: a bit flipped in a record's path hash made the record
+    claim another path, so get() of its real path returned the previous value (or None). Now the
+    record's head fails its tag, nothing about where the record belongs is trusted, and every branch
+    it could be on fails closed: get() of the real path raises IntegrityError, recall never returns
+    the record, verify() lists it. Tried for every record frame, with a random bit of the hash."""
+    src, original = pristine
+    rng = random.Random(int.from_bytes(os.urandom(4), "big"))
+    records = _record_frames(src, key)
+    journal = (src / "journal.log").read_bytes()
+    for offset, path, branch in records:
+        store = fresh_copy(src, tmp_path / "path-hash")
+        data = bytearray(journal)
+        data[offset + PATH_HASH_AT + rng.randrange(32)] ^= 1 << rng.randrange(8)
+        (store / "journal.log").write_bytes(bytes(data))
+        with Sovseal(store, key=key, embedder=fake_embed, branch=branch) as mem:
+            assert not mem.verify().ok
+            with pytest.raises(IntegrityError):
+                mem.get(path)
+            with pytest.raises(IntegrityError):
+                mem.recall(path, k=10)
+        assert observe(store, key, original).outcome == "flagged"
+    figures.update(records_with_a_flipped_path_hash=len(records))
+
+
+def test_a_flipped_branch_id_in_a_rollback_fails_that_branch_closed(tmp_path: Path, key: bytes) -> None:
+    """Proves: a bit flipped in the branch id of a rollback frame (which would make it move a branch
+    that does not exist, and leave the real branch at its pre-rollback state) makes every branch fail
+    closed: no branch shows the state the rollback undid."""
+    store = tmp_path / "rolled"
+    with Sovseal(store, key=key, embedder=fake_embed) as mem:
+        mem.store("user.plan", "keep")
+        keep = mem.snapshot()
+        mem.store("user.plan", "undone by the rollback")
+        assert keep is not None
+        mem.rollback(keep)
+        rollback = mem._store._journal.scan(0).frames[-1].offset  # white-box: the rollback's frame
+    data = bytearray((store / "journal.log").read_bytes())
+    data[rollback + HEADER.size + 1 + 1 + 8] ^= 0x04  # inside its branch id
+    (store / "journal.log").write_bytes(bytes(data))
+    with Sovseal(store, key=key, embedder=fake_embed) as mem:
+        assert not mem.verify().ok
+        with pytest.raises(IntegrityError):
+            mem.get("user.plan")
+        with pytest.raises(IntegrityError):
+            mem.state()
 
 
 def test_a_wrong_key_reads_nothing(tmp_path: Path, pristine: tuple[Path, Original]) -> None:
