@@ -84,7 +84,8 @@ def ensure_anchor(handle: Sovseal) -> str:
                     raise
             else:
                 if head is None:
-                    handle.store(ANCHOR_PATH, {"anchor": "langgraph"}, type="procedural", provenance="observed")
+                    # index=False: opening a store for checkpoints never loads the vector index
+                    handle.store(ANCHOR_PATH, {"anchor": "langgraph"}, type="procedural", provenance="observed", index=False)
                     handle.delete(ANCHOR_PATH)
                 else:
                     genesis = handle.log()[-1]

@@ -26,6 +26,7 @@ records written by another process are picked up.
 from __future__ import annotations
 
 import asyncio
+import bisect
 import os
 from collections import OrderedDict
 import random
@@ -100,7 +101,6 @@ _T = TypeVar("_T")
 _LIST_BATCH = 16
 #: Opened record payloads kept in memory, so re-reading a checkpoint does not decrypt it again.
 _OPENED_CACHE = 512
-_MISSING = object()
 
 
 @dataclass(frozen=True, slots=True)
@@ -114,6 +114,20 @@ class ThreadVerification:
     checkpoints: int  # visible checkpoints decoded (parts and digests checked)
     writes: int  # pending-write records decoded
     problems: list[str] = field(default_factory=list)
+
+
+@dataclass(slots=True)
+class _Opened:
+    """A record as this process opened (or sealed) it, and what reads need once it was checked.
+
+    ``blobs`` and ``writes`` are set by the first read that checks the payload against its path:
+    the inline blobs decoded (name -> typed bytes) and, for a writes record, its (idx, channel)
+    pairs. Blobs stored in part records are not kept here: every read reads (and rechecks) them.
+    """
+
+    payload: Any
+    blobs: dict[str, tuple[str, bytes]] | None = None
+    writes: list[tuple[int, str]] | None = None
 
 
 @dataclass(slots=True)
@@ -136,6 +150,7 @@ class _Family:
         self.views: dict[str, dict[str, tuple[str, float]]] = {}  # branch -> path -> (sid, created)
         self.merged: dict[str, _Ref] = {}  # path -> where to read it
         self.checkpoints: dict[str, dict[str, str]] = {}  # ns -> checkpoint id -> path
+        self._sorted: dict[str, list[str]] = {}  # ns -> its checkpoint ids in order (built on demand)
         self.task_writes: dict[tuple[str, str], dict[str, str]] = {}  # (ns, checkpoint id) -> task -> path
         # snapshot id -> (decoded metadata, for filters; its typed bytes, decoded again for each copy returned)
         self.metadata: dict[str, tuple[dict[str, Any], tuple[str, bytes]]] = {}
@@ -146,6 +161,17 @@ class _Family:
 
     def has_checkpoints(self) -> bool:
         return any(self.checkpoints.values())
+
+    def ordered(self, ns: str) -> list[str]:
+        """The namespace's checkpoint ids, oldest first (kept up to date, so the newest is O(1))."""
+        found = self._sorted.get(ns)
+        if found is None:
+            found = self._sorted[ns] = sorted(self.checkpoints.get(ns, ()))
+        return found
+
+    def newest(self, ns: str) -> str | None:
+        ids = self.ordered(ns)
+        return ids[-1] if ids else None
 
     def _rank(self, branch: str, created: float) -> tuple[float, int]:
         return (-created, 0 if branch == self.live else 1 if branch == self.writes else 2)
@@ -175,13 +201,21 @@ class _Family:
             index = self.task_writes.setdefault((parsed.ns, parsed.checkpoint_id), {})
             key = parsed.task_id or ""
         if best is not None:
+            if parsed.kind == "checkpoint" and key not in index and (ordered := self._sorted.get(parsed.ns)) is not None:
+                if not ordered or key > ordered[-1]:
+                    ordered.append(key)  # the usual case: a new checkpoint is the newest
+                else:
+                    bisect.insort(ordered, key)
             index[key] = path
         elif index.get(key) == path:
             del index[key]
+            if parsed.kind == "checkpoint":
+                self._sorted.pop(parsed.ns, None)
 
     def derive(self) -> None:
         self.merged.clear()
         self.checkpoints.clear()
+        self._sorted.clear()
         self.task_writes.clear()
         for path in {p for view in self.views.values() for p in view}:
             self.remerge(path)
@@ -208,9 +242,9 @@ class _State:
             self.anchor = ensure_anchor(handle)
             self.names: set[str] = set(handle.branches())
         self.families: dict[str, _Family] = {}
-        # Payloads already opened and verified, or sealed by this saver, by snapshot id (records never
+        # Records already opened and verified, or sealed by this saver, by snapshot id (records never
         # change, and a payload is never mutated once cached): process memory only.
-        self.opened: OrderedDict[str, Any] = OrderedDict()
+        self.opened: OrderedDict[str, _Opened] = OrderedDict()
         # A view of the handle per branch (``Sovseal.view``): reads and writes on a thread's branches
         # without switching the handle's own branch back and forth.
         self.branch_views: dict[str, Sovseal] = {}
@@ -221,9 +255,9 @@ class _State:
             found = self.branch_views[branch] = self.handle.view(branch)
         return found
 
-    def remember(self, sid: str, payload: Any) -> None:
-        """Keep an opened (or just sealed) payload, evicting the least recently used."""
-        self.opened[sid] = payload
+    def remember(self, sid: str, record: _Opened) -> None:
+        """Keep an opened (or just sealed) record, evicting the least recently used."""
+        self.opened[sid] = record
         self.opened.move_to_end(sid)
         if len(self.opened) > _OPENED_CACHE:
             self.opened.popitem(last=False)
@@ -361,10 +395,10 @@ class _SovsealSaverBase(BaseCheckpointSaver[str]):
 
     # -- reading records -----------------------------------------------------------------------------
 
-    def _read(self, fam: _Family, path: str) -> Any:
-        """The payload of a visible record, opened and verified by the SDK (callers must not mutate it).
+    def _open(self, fam: _Family, path: str) -> _Opened:
+        """A visible record, opened and verified by the SDK (callers must not mutate its payload).
 
-        A payload this process opened or sealed before is kept by snapshot id; reading it again
+        A record this process opened or sealed before is kept by snapshot id; reading it again
         still calls ``Sovseal.recheck``, which re-reads the record's frame and checks its MAC, so
         bytes altered on disk under a running process raise IntegrityError here as they would
         without the cache.
@@ -372,21 +406,27 @@ class _SovsealSaverBase(BaseCheckpointSaver[str]):
         ref = fam.merged.get(path)
         if ref is None:
             raise IntegrityError(f"{path} is named by a record of thread {fam.thread_id!r} but is not visible; run verify()")
-        payload = self._s.opened.get(ref.sid, _MISSING)
-        if payload is _MISSING:
+        record = self._s.opened.get(ref.sid)
+        if record is None:
             memory = self._s.branch_view(ref.branch).get(path)
             if memory is None or memory.snapshot_id != ref.sid:
                 raise IntegrityError(
                     f"{path} on branch {ref.branch!r} is not the record the thread's index holds "
                     "(written by another process mid-operation, or the store was changed): retry, or run verify()"
                 )
-            payload = memory.payload
+            record = _Opened(memory.payload)
         else:
             self._s.handle.recheck(ref.sid)  # the bytes on disk are still the ones opened or sealed
-        self._s.remember(ref.sid, payload)
-        return payload
+        self._s.remember(ref.sid, record)
+        return record
 
-    def _blob(self, fam: _Family, record_path: str, name: str, descriptor: Any) -> tuple[str, bytes]:
+    def _read(self, fam: _Family, path: str) -> Any:
+        return self._open(fam, path).payload
+
+    def _blob(self, fam: _Family, record_path: str, name: str, descriptor: Any, record: _Opened | None = None) -> tuple[str, bytes]:
+        """A blob's typed bytes: decoded once for an inline blob of a checked record, else from its parts."""
+        if record is not None and record.blobs is not None and (found := record.blobs.get(name)) is not None:
+            return found
         where = f"{name!r} of {record_path}"
         type_, inline = typed(descriptor, where)
         if inline:
@@ -395,8 +435,22 @@ class _SovsealSaverBase(BaseCheckpointSaver[str]):
         chunks = [check_part(self._read(fam, part_path(record_path, name, i)), record_path, name, i, n) for i in range(n)]
         return type_, join_parts(descriptor, chunks, where)
 
-    def _checkpoint_payload(self, fam: _Family, path: str) -> dict[str, Any]:
-        payload = self._read(fam, path)
+    @staticmethod
+    def _inline(descriptors: dict[str, Any], path: str) -> dict[str, tuple[str, bytes]]:
+        """The inline blobs of a record, decoded (every descriptor is checked)."""
+        out: dict[str, tuple[str, bytes]] = {}
+        for name, descriptor in descriptors.items():
+            where = f"{name!r} of {path}"
+            type_, inline = typed(descriptor, where)
+            if inline:
+                out[name] = (type_, decode_blob(descriptor, where))
+        return out
+
+    def _checkpoint_record(self, fam: _Family, path: str) -> _Opened:
+        record = self._open(fam, path)
+        if record.blobs is not None:
+            return record  # checked by an earlier read
+        payload = record.payload
         parsed = parse_path(path)
         assert parsed is not None  # nosec B101 -- type narrowing: the path was written by this saver
         if (
@@ -409,10 +463,14 @@ class _SovsealSaverBase(BaseCheckpointSaver[str]):
             or not isinstance(payload.get("blobs"), dict)
         ):
             raise IntegrityError(f"the checkpoint record {path} does not match its path; run verify()")
-        return payload
+        record.blobs = self._inline(payload["blobs"], path)
+        return record
 
-    def _writes_payload(self, fam: _Family, path: str) -> dict[str, Any]:
-        payload = self._read(fam, path)
+    def _writes_record(self, fam: _Family, path: str) -> _Opened:
+        record = self._open(fam, path)
+        if record.writes is not None:
+            return record  # checked by an earlier read
+        payload = record.payload
         parsed = parse_path(path)
         assert parsed is not None  # nosec B101 -- type narrowing: the path was written by this saver
         if (
@@ -426,33 +484,38 @@ class _SovsealSaverBase(BaseCheckpointSaver[str]):
             or not isinstance(payload.get("writes"), list)
         ):
             raise IntegrityError(f"the writes record {path} does not match its path; run verify()")
-        return payload
+        for entry in payload["writes"]:
+            if not isinstance(entry, dict) or not isinstance(entry.get("idx"), int) or not isinstance(entry.get("channel"), str):
+                raise IntegrityError(f"a write in {path} is malformed; run verify()")
+        record.blobs = self._inline({f"w{e['idx']}": e.get("blob") for e in payload["writes"]}, path)
+        record.writes = [(e["idx"], e["channel"]) for e in payload["writes"]]
+        return record
 
-    def _metadata(self, fam: _Family, path: str, payload: dict[str, Any] | None = None) -> tuple[dict[str, Any], tuple[str, bytes]]:
+    def _metadata(self, fam: _Family, path: str, record: _Opened | None = None) -> tuple[dict[str, Any], tuple[str, bytes]]:
         """The checkpoint's metadata (shared: read it, never change it) and its typed bytes."""
         sid = fam.merged[path].sid
         cached = fam.metadata.get(sid)
         if cached is None:
-            if payload is None:
-                payload = self._checkpoint_payload(fam, path)
-            typed = self._blob(fam, path, "metadata", payload["blobs"].get("metadata"))
-            decoded = self.serde.loads_typed(typed)
+            if record is None:
+                record = self._checkpoint_record(fam, path)
+            typed_ = self._blob(fam, path, "metadata", record.payload["blobs"].get("metadata"), record)
+            decoded = self.serde.loads_typed(typed_)
             if not isinstance(decoded, dict):
                 raise IntegrityError(f"the metadata of {path} is not a mapping; run verify()")
-            cached = fam.metadata[sid] = (decoded, typed)
+            cached = fam.metadata[sid] = (decoded, typed_)
         return cached
 
     def _pending_writes(self, fam: _Family, ns: str, checkpoint_id: str) -> list[tuple[str, str, Any]]:
         keyed: list[tuple[tuple[str, str, int], tuple[str, str, Any]]] = []
         for task_id, path in fam.task_writes.get((ns, checkpoint_id), {}).items():
-            payload = self._writes_payload(fam, path)
+            record = self._writes_record(fam, path)
+            payload = record.payload
             task_path = payload.get("task_path") or ""
-            for entry in payload["writes"]:
-                if not isinstance(entry, dict) or not isinstance(entry.get("idx"), int) or not isinstance(entry.get("channel"), str):
-                    raise IntegrityError(f"a write in {path} is malformed; run verify()")
-                value = self.serde.loads_typed(self._blob(fam, path, f"w{entry['idx']}", entry.get("blob")))
-                keyed.append((writes_sort_key(task_path, task_id, entry["idx"]), (task_id, entry["channel"], value)))
-        keyed.sort(key=lambda item: item[0])
+            for entry, (idx, channel) in zip(payload["writes"], record.writes or (), strict=True):
+                value = self.serde.loads_typed(self._blob(fam, path, f"w{idx}", entry.get("blob"), record))
+                keyed.append((writes_sort_key(task_path, task_id, idx), (task_id, channel, value)))
+        if len(keyed) > 1:
+            keyed.sort(key=lambda item: item[0])
         return [write for _, write in keyed]
 
     def _tuple(
@@ -461,11 +524,12 @@ class _SovsealSaverBase(BaseCheckpointSaver[str]):
         path = fam.checkpoints.get(ns, {}).get(checkpoint_id)
         if path is None:
             return None
-        payload = self._checkpoint_payload(fam, path)
-        metadata, metadata_typed = self._metadata(fam, path, payload)
+        record = self._checkpoint_record(fam, path)
+        payload = record.payload
+        metadata, metadata_typed = self._metadata(fam, path, record)
         if filter and not all(metadata.get(k) == v for k, v in filter.items()):
             return None
-        checkpoint = self.serde.loads_typed(self._blob(fam, path, "checkpoint", payload["blobs"].get("checkpoint")))
+        checkpoint = self.serde.loads_typed(self._blob(fam, path, "checkpoint", payload["blobs"].get("checkpoint"), record))
         if not isinstance(checkpoint, dict) or checkpoint.get("id") != checkpoint_id:
             raise IntegrityError(f"the checkpoint in {path} is not checkpoint {checkpoint_id}; run verify()")
         parent_id = payload.get("parent_checkpoint_id")
@@ -510,7 +574,7 @@ class _SovsealSaverBase(BaseCheckpointSaver[str]):
             if not result.reinforced:
                 fam.heads[branch] = result.snapshot_id
             fam.show(branch, path, result.snapshot_id)
-            self._s.remember(result.snapshot_id, payload)
+            self._s.remember(result.snapshot_id, _Opened(payload))
 
     def _archive_live(self, fam: _Family) -> None:
         """Keep the live branch's records readable on an archive branch before its HEAD moves back."""
@@ -615,7 +679,8 @@ class _SovsealSaverBase(BaseCheckpointSaver[str]):
             ids = fam.checkpoints.get(ns)
             if not ids:
                 return None
-            checkpoint_id = get_checkpoint_id(config) or max(ids)
+            checkpoint_id = get_checkpoint_id(config) or fam.newest(ns)
+            assert checkpoint_id is not None  # nosec B101 -- type narrowing: ids is not empty
             return self._tuple(fam, thread_id, ns, checkpoint_id)
 
     def list(
@@ -628,7 +693,7 @@ class _SovsealSaverBase(BaseCheckpointSaver[str]):
     ) -> Iterator[CheckpointTuple]:
         self._guard()
         remaining = limit
-        for thread_id, ns, checkpoint_id in self._listing(config, before):
+        for thread_id, ns, checkpoint_id in self._listing(config, before, None if filter else limit):
             if remaining is not None and remaining <= 0:
                 return
             found = self._listed(thread_id, ns, checkpoint_id, filter)
@@ -637,8 +702,11 @@ class _SovsealSaverBase(BaseCheckpointSaver[str]):
                     remaining -= 1
                 yield found
 
-    def _listing(self, config: RunnableConfig | None, before: RunnableConfig | None) -> list[tuple[str, str, str]]:
-        """(thread, ns, checkpoint id) of every candidate, newest checkpoint id first."""
+    def _listing(
+        self, config: RunnableConfig | None, before: RunnableConfig | None, cap: int | None = None
+    ) -> list[tuple[str, str, str]]:
+        """(thread, ns, checkpoint id) of the candidates, newest checkpoint id first; at most ``cap``
+        (when no filter can drop one) from each namespace, which is all a ``limit`` can return."""
         ns_wanted: str | None = None
         id_wanted: str | None = None
         with self._s.lock:
@@ -657,12 +725,14 @@ class _SovsealSaverBase(BaseCheckpointSaver[str]):
                 for ns, ids in fam.checkpoints.items():
                     if ns_wanted is not None and ns != ns_wanted:
                         continue
-                    for checkpoint_id in ids:
-                        if id_wanted and checkpoint_id != id_wanted:
-                            continue
-                        if before_id and checkpoint_id >= before_id:
-                            continue
-                        out.append((checkpoint_id, thread_id, ns))
+                    if id_wanted:
+                        if id_wanted in ids and not (before_id and id_wanted >= before_id):
+                            out.append((id_wanted, thread_id, ns))
+                        continue
+                    ordered = fam.ordered(ns)
+                    end = bisect.bisect_left(ordered, before_id) if before_id else len(ordered)
+                    start = max(0, end - cap) if cap is not None else 0
+                    out.extend((checkpoint_id, thread_id, ns) for checkpoint_id in ordered[start:end])
         out.sort(reverse=True)
         return [(thread_id, ns, checkpoint_id) for checkpoint_id, thread_id, ns in out]
 
@@ -710,7 +780,7 @@ class _SovsealSaverBase(BaseCheckpointSaver[str]):
             forks = (
                 parent_ref is not None
                 and existing is None
-                and parent_id != max(ids)
+                and parent_id != fam.newest(ns)
                 and parent_ref.sid != fam.heads.get(fam.live)
             )
             if forks:
@@ -740,11 +810,12 @@ class _SovsealSaverBase(BaseCheckpointSaver[str]):
             assert fam is not None  # nosec B101 -- type narrowing: create=True always returns a family
             self._ensure_writes_branch(fam)
             path = fam.task_writes.get((ns, checkpoint_id), {}).get(task_id) or writes_path(thread_id, ns, checkpoint_id, task_id)
-            current = self._writes_payload(fam, path) if path in fam.merged else None
+            record = self._writes_record(fam, path) if path in fam.merged else None
+            current = record.payload if record is not None else None
             entries: dict[int, dict[str, Any]] = {e["idx"]: e for e in current["writes"]} if current else {}
             fresh = {k: v for k, v in incoming.items() if k < 0 or k not in entries}
-            if current is not None:  # an upsert of the value already stored changes nothing
-                fresh = {k: v for k, v in fresh.items() if k not in entries or not self._same(fam, path, entries[k], *v)}
+            if record is not None:  # an upsert of the value already stored changes nothing
+                fresh = {k: v for k, v in fresh.items() if k not in entries or not self._same(fam, path, record, entries[k], *v)}
             if not fresh:
                 return
             budget = RECORD_BLOB_CHARS - sum(inline_chars(e.get("blob", {})) for k, e in entries.items() if k not in fresh)
@@ -765,8 +836,8 @@ class _SovsealSaverBase(BaseCheckpointSaver[str]):
             }
             self._append(fam, fam.writes, [*parts, (path, payload)])
 
-    def _same(self, fam: _Family, path: str, entry: dict[str, Any], channel: str, value: tuple[str, bytes]) -> bool:
-        return entry.get("channel") == channel and self._blob(fam, path, f"w{entry['idx']}", entry.get("blob")) == value
+    def _same(self, fam: _Family, path: str, record: _Opened, entry: dict[str, Any], channel: str, value: tuple[str, bytes]) -> bool:
+        return entry.get("channel") == channel and self._blob(fam, path, f"w{entry['idx']}", entry.get("blob"), record) == value
 
     def delete_thread(self, thread_id: str) -> None:
         self._guard()
@@ -865,7 +936,7 @@ class _SovsealSaverBase(BaseCheckpointSaver[str]):
                 for ns, ids in fam.checkpoints.items():
                     if not ids:
                         continue
-                    checkpoint_id = max(ids)
+                    checkpoint_id = fam.ordered(ns)[-1]
                     # parts first: a record is stored after the parts it names
                     for path in sorted(self._record_paths(fam, ns, checkpoint_id), key=lambda p: ("/part/" not in p, p)):
                         into = kept_writes if path.startswith(WRITES_ROOT) else kept_live
@@ -968,14 +1039,22 @@ class _SovsealSaverBase(BaseCheckpointSaver[str]):
         before: RunnableConfig | None = None,
         limit: int | None = None,
     ) -> AsyncIterator[CheckpointTuple]:
-        candidates = await self._run(self._listing, config, before)
         remaining = limit
-        for start in range(0, len(candidates), _LIST_BATCH):
+        candidates: list[tuple[str, str, str]] | None = None
+        start = 0
+
+        def hop() -> tuple[list[tuple[str, str, str]], list[CheckpointTuple | None]]:
+            """One worker-thread hop: the candidates (on the first) and the next batch decoded."""
+            found = candidates if candidates is not None else self._listing(config, before, None if filter else limit)
+            size = _LIST_BATCH if filter or remaining is None else min(_LIST_BATCH, remaining)
+            return found, [self._listed(*c, filter) for c in found[start : start + size]]
+
+        while candidates is None or start < len(candidates):
             if remaining is not None and remaining <= 0:
                 return
-            batch = candidates[start : start + _LIST_BATCH]
-            found = await self._run(lambda b=batch: [self._listed(*c, filter) for c in b])
-            for item in found:
+            candidates, decoded = await self._run(hop)
+            start += len(decoded)
+            for item in decoded:
                 if item is None:
                     continue
                 if remaining is not None:
