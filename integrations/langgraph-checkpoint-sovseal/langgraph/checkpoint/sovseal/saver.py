@@ -338,8 +338,16 @@ class _SovsealSaverBase(BaseCheckpointSaver[str]):
     def _heads(self, branches: list[str]) -> dict[str, str | None]:
         return {branch: self._s.branch_view(branch).snapshot() for branch in branches}
 
-    def _refresh(self, fam: _Family) -> None:
-        """Reload the branches another handle moved since we last looked."""
+    def _refresh(self, fam: _Family, only: str | None = None) -> None:
+        """Reload the branches another handle moved since we last looked.
+
+        ``only`` names the one branch an operation depends on (a put reads only the live branch's
+        index, a put_writes only the writes branch's): just its HEAD is checked, and only if it
+        moved are the others. Reads check every branch of the thread.
+        """
+        if only is not None and only in fam.heads:
+            if self._heads([only])[only] == fam.heads[only]:
+                return
         moved = [b for b, head in self._heads(list(fam.heads)).items() if head != fam.heads[b]]
         if not moved:
             return
@@ -352,12 +360,12 @@ class _SovsealSaverBase(BaseCheckpointSaver[str]):
         fam.metadata.clear()
         fam.derive()
 
-    def _family(self, thread_id: str, *, create: bool = False) -> _Family | None:
-        """The thread's index, fresh; None for a thread that never existed (unless ``create``)."""
+    def _family(self, thread_id: str, *, create: bool = False, only: str | None = None) -> _Family | None:
+        """The thread's index, fresh (``only``: see _refresh); None for a thread that never existed (unless ``create``)."""
         s = self._s
         fam = s.families.get(thread_id)
         if fam is not None:
-            self._refresh(fam)
+            self._refresh(fam, only)
             return fam
         live = live_branch(thread_id)
         names = self._names()
@@ -759,7 +767,7 @@ class _SovsealSaverBase(BaseCheckpointSaver[str]):
             "metadata": self.serde.dumps_typed(_metadata_for(config, metadata)),
         }
         with self._s.lock:
-            fam = self._family(thread_id, create=True)
+            fam = self._family(thread_id, create=True, only=live_branch(thread_id))
             assert fam is not None  # nosec B101 -- type narrowing: create=True always returns a family
             ids = fam.checkpoints.get(ns, {})
             existing = ids.get(checkpoint_id)
@@ -806,7 +814,7 @@ class _SovsealSaverBase(BaseCheckpointSaver[str]):
         for idx, (channel, value) in enumerate(writes):
             incoming[WRITES_IDX_MAP.get(channel, idx)] = (channel, self.serde.dumps_typed(value))
         with self._s.lock:
-            fam = self._family(thread_id, create=True)
+            fam = self._family(thread_id, create=True, only=writes_branch(thread_id))
             assert fam is not None  # nosec B101 -- type narrowing: create=True always returns a family
             self._ensure_writes_branch(fam)
             path = fam.task_writes.get((ns, checkpoint_id), {}).get(task_id) or writes_path(thread_id, ns, checkpoint_id, task_id)
@@ -823,6 +831,9 @@ class _SovsealSaverBase(BaseCheckpointSaver[str]):
             for k, (channel, _) in fresh.items():
                 entries[k] = {"idx": k, "channel": channel, "blob": descriptors[f"w{k}"]}
             cp_path = fam.checkpoints.get(ns, {}).get(checkpoint_id)
+            if cp_path is None:  # a checkpoint another process stored: look at every branch
+                self._refresh(fam)
+                cp_path = fam.checkpoints.get(ns, {}).get(checkpoint_id)
             payload = {
                 "lg": "writes",
                 "format": FORMAT,
