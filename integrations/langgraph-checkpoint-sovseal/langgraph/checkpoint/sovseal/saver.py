@@ -50,7 +50,7 @@ from langgraph.checkpoint.base import (
 )
 
 from sovseal import Sovseal
-from sovseal.errors import IntegrityError, InvalidInputError
+from sovseal.errors import IntegrityError, InvalidInputError, UnknownBranchError
 
 from ._common import (
     ANCHOR_BRANCH,
@@ -348,6 +348,8 @@ class _SovsealSaverBase(BaseCheckpointSaver[str]):
         if only is not None and only in fam.heads:
             if self._heads([only])[only] == fam.heads[only]:
                 return
+        if only in (None, fam.writes) and fam.writes not in fam.heads:
+            self._discover_writes(fam)
         moved = [b for b, head in self._heads(list(fam.heads)).items() if head != fam.heads[b]]
         if not moved:
             return
@@ -358,6 +360,21 @@ class _SovsealSaverBase(BaseCheckpointSaver[str]):
             if parsed and parsed[0] == fam.thread_id and name not in fam.heads:
                 self._load_branch(fam, name)
         fam.metadata.clear()
+        fam.derive()
+
+    def _discover_writes(self, fam: _Family) -> None:
+        """Load the thread's writes branch if another handle created it since the thread was loaded.
+
+        It is the one branch of a thread that appears without the live branch moving (archives
+        appear only with a fork, which moves it), so it is looked for by name, not by listing
+        every branch of the store.
+        """
+        try:
+            self._s.branch_view(fam.writes)
+        except UnknownBranchError:
+            return
+        self._s.names.add(fam.writes)
+        self._load_branch(fam, fam.writes)
         fam.derive()
 
     def _family(self, thread_id: str, *, create: bool = False, only: str | None = None) -> _Family | None:
@@ -390,6 +407,8 @@ class _SovsealSaverBase(BaseCheckpointSaver[str]):
             if parsed and parsed[0] == thread_id:
                 self._load_branch(fam, name)
         fam.derive()
+        if fam.writes not in fam.heads:  # the cached names may predate it
+            self._discover_writes(fam)
         s.families[thread_id] = fam
         return fam
 
