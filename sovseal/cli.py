@@ -87,7 +87,7 @@ class SovsealGroup(click.Group):
 
     ORDER = (
         "init", "status", "store", "recall", "get", "delete", "log", "branches", "fork", "rollback",
-        "verify", "mind", "export", "import", "key", "rebuild-index", "serve", "restore", "mcp", "demo",
+        "verify", "mind", "export", "import", "key", "rebuild-index", "consolidate", "serve", "restore", "mcp", "demo",
     )
 
     def list_commands(self, ctx: click.Context) -> list[str]:
@@ -556,7 +556,7 @@ def recall(query: str, k: int, filter_json: str | None, path: str | None, branch
     """
     filter_ = _parse_object(filter_json, "--filter", '{"type": "procedural"}')
     with _open(path, branch, key_file) as (mem, _):
-        found = ops.recall(mem, query, k=k, filter=filter_)
+        found = mem.recall(query, k=k, filter=filter_)
     if as_json:
         _emit_json(found)
     elif not found:
@@ -721,7 +721,7 @@ def verify(path: str | None, key_file: str | None, as_json: bool) -> None:
     Exits 0 when everything authenticates, 1 when anything does not (the problems are listed).
     """
     with _open(path, key_file=key_file) as (mem, _), _progress("verifying") as progress:
-        report = ops.verify(mem, progress)
+        report = mem.verify(progress=progress)
     if as_json:
         _emit_json(report)
     else:

@@ -176,7 +176,7 @@ def build_server(mem: Sovseal) -> FastMCP:
         no network). Each result has path, payload, metadata, type, score, snapshot_id and reinforce_count."""
 
         def work(m: Sovseal) -> dict[str, Any]:
-            return {"branch": m.branch, "memories": ops.recall(m, query, k=k, filter=filter)}
+            return {"branch": m.branch, "memories": m.recall(query, k=k, filter=filter)}
 
         return await session.run(work)
 
@@ -282,7 +282,7 @@ def build_server(mem: Sovseal) -> FastMCP:
     async def verify() -> CallToolResult:
         """Decrypt every record and re-derive every snapshot id on every branch. ok: false lists the damaged
         records (restore them from a backup or a replica)."""
-        return await session.run(lambda m: ops.verify(m))
+        return await session.run(lambda m: m.verify())
 
     @server.tool(title="Anonymize a message", annotations=_READ)
     async def message_anonymize(

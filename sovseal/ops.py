@@ -11,7 +11,6 @@ from __future__ import annotations
 import base64
 import dataclasses
 import heapq
-import inspect
 import io
 import json
 import os
@@ -35,7 +34,7 @@ from .errors import (
     UnknownSnapshotError,
 )
 from .keys import import_key, load_master_key
-from .models import Memory, VerifyReport
+from .models import Memory
 
 __all__ = [
     "ENV_BRANCH",
@@ -58,14 +57,12 @@ __all__ = [
     "open_store",
     "read_backup_header",
     "rebuild_index",
-    "recall",
     "recurring_patterns",
     "require_memory",
     "resolve_key",
     "resolve_snapshot",
     "snapshot_graph",
     "store_exists",
-    "verify",
 ]
 
 ENV_HOME = "SOVSEAL_HOME"
@@ -188,15 +185,6 @@ def require_memory(mem: Sovseal, path: str) -> Memory:
             f"no memory at path {path!r} on branch {mem.branch!r}; search with recall to find the path"
         )
     return found
-
-
-def recall(mem: Sovseal, query: str, *, k: int = 5, filter: dict[str, Any] | None = None) -> list[Memory]:
-    """``mem.recall`` with keyword arguments; ``filter`` is passed only when given."""
-    if filter is None:
-        return mem.recall(query, k=k)
-    if "filter" not in inspect.signature(mem.recall).parameters:
-        raise InvalidInputError("this sovseal build's recall does not support filters yet; recall without one")
-    return mem.recall(query, k=k, filter=filter)
 
 
 @contextmanager
@@ -370,20 +358,6 @@ def recurring_patterns(mem: Sovseal, *, min_count: int = 1) -> dict[str, list[Me
 
 
 # -- long-running work with progress ------------------------------------------------------------
-
-
-def verify(mem: Sovseal, progress: Progress | None = None) -> VerifyReport:
-    """``mem.verify()``, reporting progress when the SDK supports it.
-
-    SDK gap: ``Sovseal.verify`` takes no ``progress`` argument yet; until it does, progress is
-    reported once, at the end.
-    """
-    if progress is not None and "progress" in inspect.signature(mem.verify).parameters:
-        return mem.verify(progress=progress)  # type: ignore[call-arg]
-    report = mem.verify()
-    if progress is not None:
-        progress(report.records, report.records)
-    return report
 
 
 def rebuild_index(

@@ -285,9 +285,3 @@ def test_recall_filter_is_passed_only_when_given(store: Run, monkeypatch: pytest
     store("recall", "q", "--filter", '{"type": "semantic"}')
     assert seen[-1] == {"k": 5, "filter": {"type": "semantic"}}
 
-
-def test_recall_filter_needs_an_sdk_that_supports_it(store: Run, monkeypatch: pytest.MonkeyPatch) -> None:
-    from sovseal import Sovseal
-
-    monkeypatch.setattr(Sovseal, "recall", lambda self, query, *, k=5: [])
-    assert "does not support filters" in store.fails(2, "recall", "q", "--filter", "{}")
