@@ -4,7 +4,7 @@
     python integrations/langgraph-checkpoint-sovseal/bench/bench_langgraph.py [--n 200] [--steps 50] [--json PATH]
 
 Every saver is file-backed in a fresh temporary directory and durable per operation (SQLite in WAL
-mode with synchronous=FULL, its default here; sovseal fsyncs each record). Prints p50 latency per
+mode with synchronous=FULL, its default here; sovseal fsyncs each put and put_writes). Prints p50 latency per
 operation and the ratio sovseal / SQLite:
 
 - put: a chat-sized checkpoint (about 4 KB serialized) chained to the previous one;
