@@ -7,10 +7,13 @@ frame is either whole (and authenticated) or it is a torn tail that recovery cut
 
 The file starts with a fixed header, ``magic ‖ u32 format ‖ 16-byte journal id ‖ 16-byte MAC``,
 written with the first frames in the journal's first append. The journal id is random, so two
-journals never share it, even under one key. Then frames: ``u32 body length ‖ 16-byte MAC ‖ body``.
-The MAC is a truncated HMAC-SHA256 under a key derived from the store key *and the journal id*,
+journals never share it, even under one key. Then frames:
+``u32 body length ‖ 16-byte MAC ‖ u64 sequence number ‖ body``. The MAC is a truncated HMAC-SHA256
+of the sequence number and the body under a key derived from the store key *and the journal id*,
 so it detects torn writes, any edit of any field, and a frame copied in from another journal
-(another store or project that uses the same key); a CRC would only catch the first.
+(another store or project that uses the same key); a CRC would only catch the first. Frames are
+numbered 0, 1, 2, ... in journal order, so a frame cut out of the middle, frames swapped, or an
+old frame appended again show as a break in the numbering (:class:`Order`).
 """
 
 from __future__ import annotations
@@ -20,12 +23,14 @@ import mmap
 import os
 import struct
 from dataclasses import dataclass, field
+from enum import Enum
 from pathlib import Path
 
 from .durable import fsync_dir, fsync_fd
 from .errors import IntegrityError, JournalFormatError, StorageError
 
-HEADER = struct.Struct(">I16s")
+HEADER = struct.Struct(">I16sQ")  # body length, MAC, sequence number
+_SEQ = struct.Struct(">Q")
 #: Large enough for the biggest record (a 256 KiB entry, sealed) and small enough that a scan
 #: for surviving frames after a bad one stays cheap.
 MAX_FRAME = 320 * 1024
@@ -37,6 +42,7 @@ JOURNAL_HEADER = struct.Struct(">8sI16s16s")
 FORMAT = 2
 _MAGIC = b"SOVSEAL\x0a"  # its first byte is not 0, which every format-1 journal starts with
 _V1_MAC_PREFIX = b"sovseal/v1/frame\x00"  # format 1: only to recognise an old journal
+_V1_HEADER = struct.Struct(">I16s")
 _HEADER_MAC_PREFIX = b"sovseal/v2/journal-header\x00"
 _FRAME_KEY_PREFIX = b"sovseal/v2/frame-key\x00"
 _MAC_PREFIX = b"sovseal/v2/frame\x00"
@@ -55,11 +61,32 @@ class JournalHeaderError(IntegrityError):
         self.key_is_right = key_is_right
 
 
+class Order(Enum):
+    """Where an authentic frame sits in the numbering (a damaged frame is taken to fill its place)."""
+
+    IN_PLACE = "in place"
+    AFTER_GAP = "after a gap"  # numbers were skipped: frames before it were cut out or moved
+    REPEATED = "repeated"  # its number came earlier: an old frame appended again, or moved back
+
+
 @dataclass(slots=True)
 class ScannedFrame:
     offset: int  # where the frame's header starts
     body: bytes
     authentic: bool  # False: the MAC failed, the body is damaged or tampered with
+    slot: int | None = None  # the sequence number this place calls for (None: scanned from an unknown point)
+    order: Order = Order.IN_PLACE
+
+    def place(self, slot: int, seq: int) -> int:
+        """Check the frame's sequence number ``seq`` against ``slot``; returns the next frame's slot."""
+        self.slot = slot
+        if not self.authentic or seq == slot:
+            return slot + 1
+        if seq > slot:
+            self.order = Order.AFTER_GAP
+            return seq + 1
+        self.order = Order.REPEATED
+        return slot
 
 
 @dataclass(slots=True)
@@ -76,6 +103,7 @@ class Journal:
         self.path = path
         self._key = key  # the store's journal key; frame MACs use a key derived from it and the journal id
         self._frame_key = b""  # known once the header is read or written
+        self._seq_at: dict[int, int] = {}  # offset -> sequence number the frame there must carry
         created = not path.exists()
         self._fd = os.open(path, os.O_RDWR | os.O_CREAT | os.O_APPEND, 0o600)
         if created:
@@ -90,20 +118,21 @@ class Journal:
     def size(self) -> int:
         return os.fstat(self._fd).st_size
 
-    def mac(self, body: bytes) -> bytes:
-        return self._mac(self._key_for_frames(), body)
+    def mac(self, seq: int, body: bytes) -> bytes:
+        return self._mac(self._key_for_frames(), seq, body)
 
     @staticmethod
-    def _mac(frame_key: bytes, body: bytes) -> bytes:
-        return hmac.digest(frame_key, _MAC_PREFIX + body, "sha256")[:16]
+    def _mac(frame_key: bytes, seq: int, body: bytes) -> bytes:
+        return hmac.digest(frame_key, _MAC_PREFIX + _SEQ.pack(seq) + body, "sha256")[:16]
 
-    def tag(self, head: bytes) -> bytes:
-        """A record's head tag: its clear fields authenticated apart from its sealed parts.
+    def tag(self, seq: int, head: bytes) -> bytes:
+        """A record's head tag: its clear fields and place authenticated apart from its sealed parts.
 
-        When a record frame fails its MAC, a head that still passes its tag tells which branch,
-        parent and path the record really has, so the damage is pinned on that record alone.
+        When a record frame fails its MAC, a head that still passes its tag (for the sequence
+        number its place in the journal calls for) tells which branch, parent and path the record
+        really has, so the damage is pinned on that record alone.
         """
-        return hmac.digest(self._key_for_frames(), _HEAD_TAG_PREFIX + head, "sha256")[:16]
+        return hmac.digest(self._key_for_frames(), _HEAD_TAG_PREFIX + _SEQ.pack(seq) + head, "sha256")[:16]
 
     def _key_for_frames(self) -> bytes:
         if not self._frame_key:
@@ -118,6 +147,7 @@ class Journal:
         journal_id = os.urandom(16)
         fields = JOURNAL_HEADER.pack(_MAGIC, FORMAT, journal_id, bytes(16))[:-16]
         self._frame_key = self._derive_frame_key(journal_id)
+        self._remember(JOURNAL_HEADER.size, 0)
         return fields + hmac.digest(self._key, _HEADER_MAC_PREFIX + fields, "sha256")[:16]
 
     def _read_header(self, mm: mmap.mmap, size: int) -> None:
@@ -138,6 +168,7 @@ class Journal:
                     "changed. Open it with the sovseal version that wrote it."
                 )
             self._frame_key = frame_key
+            self._remember(JOURNAL_HEADER.size, 0)
             return
         if self._any_authentic(mm, size, frame_key):
             raise JournalHeaderError(
@@ -153,30 +184,47 @@ class Journal:
 
     def _is_format_1(self, mm: mmap.mmap, size: int) -> bool:
         """Does the file start with a frame that authenticates as format 1 wrote it (no header)?"""
-        length, mac = HEADER.unpack_from(mm, 0)
-        end = HEADER.size + length
+        length, mac = _V1_HEADER.unpack_from(mm, 0)
+        end = _V1_HEADER.size + length
         if not 0 < length <= MAX_FRAME or end > size:
             return False
-        return hmac.compare_digest(mac, hmac.digest(self._key, _V1_MAC_PREFIX + mm[HEADER.size : end], "sha256")[:16])
+        return hmac.compare_digest(mac, hmac.digest(self._key, _V1_MAC_PREFIX + mm[_V1_HEADER.size : end], "sha256")[:16])
 
     @staticmethod
     def _any_authentic(mm: mmap.mmap, size: int, frame_key: bytes) -> bool:
         """Does any frame after the header authenticate under ``frame_key``?"""
         offset = JOURNAL_HEADER.size
         while size - offset >= HEADER.size:
-            length, mac = HEADER.unpack_from(mm, offset)
+            length, mac, seq = HEADER.unpack_from(mm, offset)
             end = offset + HEADER.size + length
             if length == 0 or length > MAX_FRAME or end > size:
                 return False
-            if hmac.compare_digest(mac, Journal._mac(frame_key, mm[offset + HEADER.size : end])):
+            if hmac.compare_digest(mac, Journal._mac(frame_key, seq, mm[offset + HEADER.size : end])):
                 return True
             offset = end
         return False
 
-    def encode(self, body: bytes) -> bytes:
+    def encode(self, seq: int, body: bytes) -> bytes:
         if len(body) > MAX_FRAME:
             raise ValueError(f"frame of {len(body)} bytes exceeds {MAX_FRAME}")
-        return HEADER.pack(len(body), self.mac(body)) + body
+        return HEADER.pack(len(body), self.mac(seq, body), seq) + body
+
+    def _remember(self, offset: int, seq: int) -> None:
+        """The sequence number the frame at ``offset`` must carry (bounded: recent points only)."""
+        self._seq_at.pop(offset, None)  # re-inserted as the newest
+        self._seq_at[offset] = seq
+        if len(self._seq_at) > 16:
+            del self._seq_at[next(iter(self._seq_at))]
+
+    def next_seq(self) -> int:
+        """The sequence number of the next frame appended; the journal must have been scanned to its end."""
+        start = self.size()
+        if start == 0:
+            return 0
+        seq = self._seq_at.get(start)
+        if seq is None:
+            raise RuntimeError("scan the journal to its end before appending: the next sequence number is unknown")
+        return seq
 
     def append(self, bodies: list[bytes], *, sync: bool = True) -> int:
         """Append frames with one write and fsync them; returns the offset the write started at.
@@ -188,8 +236,9 @@ class Journal:
         ``sync=False`` is for bulk imports that call :meth:`sync` once at the end.
         """
         start = self.size()
+        first = self.next_seq()
         header = self._new_header() if start == 0 else b""  # a new journal: its id goes in with its first frames
-        data = header + b"".join(self.encode(b) for b in bodies)
+        data = header + b"".join(self.encode(first + i, b) for i, b in enumerate(bodies))
         if len(data) > MAX_TORN_TAIL:
             raise ValueError("one append must fit in MAX_TORN_TAIL so that a torn append is recognisable")
         try:
@@ -205,6 +254,7 @@ class Journal:
             if isinstance(exc, OSError):
                 raise self._refused(exc) from exc
             raise
+        self._remember(start + len(data), first + len(bodies))
         return start
 
     def sync(self) -> None:
@@ -239,10 +289,11 @@ class Journal:
         os.ftruncate(self._fd, offset)
         fsync_fd(self._fd)
 
-    def read_frame(self, offset: int) -> tuple[bytes, bytes]:
-        """(MAC, body) of the frame whose header starts at ``offset``, as they are on disk now."""
-        length, mac = HEADER.unpack(os.pread(self._fd, HEADER.size, offset))
-        return mac, os.pread(self._fd, length, offset + HEADER.size)
+    def read_frame(self, offset: int) -> tuple[bool, bytes]:
+        """(authentic, body) of the frame whose header starts at ``offset``, as they are on disk now."""
+        length, mac, seq = HEADER.unpack(os.pread(self._fd, HEADER.size, offset))
+        body = os.pread(self._fd, length, offset + HEADER.size)
+        return hmac.compare_digest(mac, self.mac(seq, body)), body
 
     def scan(self, start: int) -> ScanResult:
         """Read every frame from ``start`` to the end of the file (from 0: the header first).
@@ -268,16 +319,22 @@ class Journal:
                         return result
                     self._read_header(mm, size)
                     start = result.end = JOURNAL_HEADER.size
+                slot = self._seq_at.get(start)  # None: a scan from an unknown point checks no order
                 offset = start
                 while size - offset >= HEADER.size:
-                    length, mac = HEADER.unpack_from(mm, offset)
+                    length, mac, seq = HEADER.unpack_from(mm, offset)
                     body_end = offset + HEADER.size + length
                     if length == 0 or length > MAX_FRAME or body_end > size:
                         break
                     body = mm[offset + HEADER.size : body_end]
-                    result.frames.append(ScannedFrame(offset, body, hmac.compare_digest(mac, self.mac(body))))
+                    frame = ScannedFrame(offset, body, hmac.compare_digest(mac, self.mac(seq, body)))
+                    if slot is not None:
+                        slot = frame.place(slot, seq)
+                    result.frames.append(frame)
                     offset = body_end
                 result.end = offset
+                if slot is not None:
+                    self._remember(offset, slot)
                 tail = size - result.end
                 if tail and (tail > MAX_TORN_TAIL or self._survivor(mm, result.end, size)):
                     raise IntegrityError(
@@ -290,8 +347,8 @@ class Journal:
     def _survivor(self, mm: mmap.mmap, start: int, size: int) -> bool:
         """Does an authentic frame start anywhere after ``start``? Then the bad bytes are damage."""
         for offset in range(start + 1, size - HEADER.size):
-            length, mac = HEADER.unpack_from(mm, offset)
+            length, mac, seq = HEADER.unpack_from(mm, offset)
             end = offset + HEADER.size + length
-            if 0 < length <= MAX_FRAME and end <= size and hmac.compare_digest(mac, self.mac(mm[offset + HEADER.size : end])):
+            if 0 < length <= MAX_FRAME and end <= size and hmac.compare_digest(mac, self.mac(seq, mm[offset + HEADER.size : end])):
                 return True
         return False

@@ -36,8 +36,8 @@ from .errors import (
     UnknownSnapshotError,
 )
 from .filelock import WriterLock
-from .journal import HEADER, Journal, JournalHeaderError
-from .lineage import Branch, Lineage, Node
+from .journal import HEADER, Journal, JournalHeaderError, Order
+from .lineage import Branch, Damage, Lineage, Node
 from .wire import WireItem
 
 STORE_FORMAT = 1
@@ -172,6 +172,11 @@ class LocalStore:
         scan = self._journal.scan(self._end)
         for frame in scan.frames:
             size = len(frame.body) + HEADER.size
+            if frame.order is Order.REPEATED:  # already applied in its own place: never twice
+                self._lineage.damage.append(Damage(frame.offset, "a frame appears again after its place (replayed or moved back)"))
+                continue
+            if frame.order is Order.AFTER_GAP:  # whatever was cut out or moved may have moved any HEAD
+                self._lineage.unattributed(frame.offset, "frames before this one are missing or out of order")
             try:
                 decoded = fr.decode(frame.body)
             except ValueError:
@@ -179,8 +184,9 @@ class LocalStore:
                 continue
             placed = (
                 not frame.authentic
+                and frame.slot is not None
                 and isinstance(decoded, fr.RecordFrame)
-                and hmac.compare_digest(decoded.head_tag, self._journal.tag(decoded.head()))
+                and hmac.compare_digest(decoded.head_tag, self._journal.tag(frame.slot, decoded.head()))
             )
             self._lineage.apply(decoded, frame.offset, size, frame.authentic, placed=placed)
         self._end = scan.end
@@ -289,8 +295,8 @@ class LocalStore:
         where = f"the record at journal byte {node.offset}"
         if not node.authentic:
             raise IntegrityError(f"{where} failed authentication (it was altered on disk); run verify()")
-        mac, body = self._journal.read_frame(node.offset)
-        if self._journal.mac(body) != mac:
+        authentic, body = self._journal.read_frame(node.offset)
+        if not authentic:
             raise IntegrityError(f"{where} changed on disk after the store was opened; run verify()")
         return body
 
@@ -324,8 +330,8 @@ class LocalStore:
         self._catch_up(owner=True)
 
     def _tagged(self, frame: fr.RecordFrame) -> bytes:
-        """A record frame's body with its head tag, under this journal's key."""
-        return dataclasses.replace(frame, head_tag=self._journal.tag(frame.head())).encode()
+        """A record frame's body with its head tag, for the place it takes: the next append's first frame."""
+        return dataclasses.replace(frame, head_tag=self._journal.tag(self._journal.next_seq(), frame.head())).encode()
 
     def _branch_frame(self, reason: fr.BranchReason, name: str, head: int) -> bytes:
         branch_id = self.branch_id(name)

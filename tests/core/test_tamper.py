@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import struct
 from pathlib import Path
 
 import pytest
@@ -28,7 +27,7 @@ def build(store_dir: Path, key: bytes) -> list[tuple[int, int]]:
 def entry_span(journal: bytes, offset: int) -> tuple[int, int]:
     """Absolute [start, end) of a record frame's sealed entry (nonce ‖ ciphertext ‖ tag)."""
     body_start = offset + HEADER.size
-    length, _ = HEADER.unpack_from(journal, offset)
+    length = HEADER.unpack_from(journal, offset)[0]
     frame = RecordFrame.decode(journal[body_start : body_start + length])
     start = body_start + length - len(frame.sealed_entry)
     return start, body_start + length
@@ -75,7 +74,8 @@ def test_swapped_ciphertexts_are_detected_even_with_valid_frame_macs(tmp_path: P
         journal = mem._store._journal  # white-box: the frame MAC as this journal computes it
         for offset, length in (spans[1], spans[3]):
             body = bytes(data[offset + HEADER.size : offset + HEADER.size + length])
-            data[offset : offset + HEADER.size] = struct.pack(">I16s", length, journal.mac(body))
+            seq = HEADER.unpack_from(data, offset)[2]
+            data[offset : offset + HEADER.size] = HEADER.pack(length, journal.mac(seq, body), seq)
     journal_path.write_bytes(bytes(data))
     with Sovseal(store_dir, key=key, embedder=fake_embed) as mem:
         assert all(n.authentic for n in mem._store._lineage.nodes)  # the forged MACs pass: only the AEAD stands

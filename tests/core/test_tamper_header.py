@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import hmac
 import json
+import struct
 from pathlib import Path
 
 import pytest
@@ -36,7 +37,7 @@ def test_two_stores_with_one_key_have_their_own_journal_ids_and_frame_macs(tmp_p
         assert header_a[:12] == header_b[:12]  # magic and format
         assert header_a[12:28] != header_b[12:28]  # the random journal ids
         body = b"the same frame body"
-        assert a._store._journal.mac(body) != b._store._journal.mac(body)  # white-box: MACs keyed per journal
+        assert a._store._journal.mac(0, body) != b._store._journal.mac(0, body)  # white-box: MACs keyed per journal
 
 
 def test_a_format_1_journal_is_refused_with_a_typed_error_and_left_unchanged(tmp_path: Path, key: bytes) -> None:
@@ -46,7 +47,7 @@ def test_a_format_1_journal_is_refused_with_a_typed_error_and_left_unchanged(tmp
     bodies = build(store_dir, key)
     v1_key = bytes.fromhex(keyed_id(derive_subkeys(key).k_id, "frame-mac", "v1"))
     old = b"".join(
-        HEADER.pack(len(body), hmac.digest(v1_key, b"sovseal/v1/frame\x00" + body, "sha256")[:16]) + body for body in bodies
+        struct.pack(">I16s", len(body), hmac.digest(v1_key, b"sovseal/v1/frame\x00" + body, "sha256")[:16]) + body for body in bodies
     )
     (store_dir / "journal.log").write_bytes(old)
     meta = (store_dir / "store.json").read_bytes()

@@ -191,6 +191,58 @@ def test_truncations(tmp_path: Path, key: bytes, pristine: tuple[Path, Original]
     figures.update(tail_cuts=len(cuts), **outcomes)
 
 
+def build_events(store: Path, key: bytes) -> Original:
+    """A store whose state hangs on branch events in the middle of the journal: main is rolled
+    back (undoing a stored and reinforced value), then only another branch is written."""
+    with Sovseal(store, key=key, embedder=fake_embed) as mem:
+        mem.store("user.plan", "keep")
+        keep = mem.snapshot()
+        assert keep is not None
+        mem.store("user.plan", "undone by the rollback")
+        mem.store("user.plan", "undone by the rollback")  # a reinforcement
+        mem.fork(branch="side")
+        mem.store("side.note", "on the side branch")
+        mem.checkout("main")
+        mem.rollback(keep)
+        mem.checkout("side")
+        mem.store("side.later", "written after main's rollback")
+        mem.checkout("main")
+        heads, states = mem.heads(), {}
+        for branch in heads:
+            mem.checkout(branch)
+            states[branch] = mem.state()
+        frames = [(f.offset, HEADER.size + len(f.body)) for f in mem._store._journal.scan(0).frames]
+    return Original(heads, states, frames, [states["main"]])
+
+
+def test_frames_cut_out_of_the_middle_moved_or_copied_inside_the_journal_are_detected(
+    tmp_path: Path, key: bytes, figures: dict[str, Any]
+) -> None:
+    """Proves: frames are numbered, so any one frame cut out of the middle (a rollback, a
+    reinforcement, a record), moved to the end, or copied into the middle is detected: a gap in
+    the numbering fails every branch closed (whatever was cut may have moved any HEAD, so no branch
+    silently shows main's state from before its rollback), a number seen again is flagged and not
+    applied. Cutting the last frame is a torn write, covered by test_truncations."""
+    src = tmp_path / "events"
+    original = build_events(src, key)
+    journal = (src / "journal.log").read_bytes()
+    counts: dict[str, int] = {}
+    for index, (offset, total) in enumerate(original.frames[:-1]):
+        frame, after = journal[offset : offset + total], original.frames[index + 1]
+        edits = {
+            "cut out": journal[:offset] + journal[offset + total :],
+            "moved to the end": journal[:offset] + journal[offset + total :] + frame,
+            "copied further on": journal[: after[0] + after[1]] + frame + journal[after[0] + after[1] :],
+        }
+        for name, data in edits.items():
+            store = fresh_copy(src, tmp_path / "edited")
+            (store / "journal.log").write_bytes(data)
+            seen = observe(store, key, original)
+            assert seen.outcome in ("refused", "flagged"), (index, name, seen)
+            counts[name] = counts.get(name, 0) + 1
+    figures.update(**counts)
+
+
 def append_frames(store: Path, frames: list[bytes]) -> None:
     with open(store / "journal.log", "ab") as f:
         f.write(b"".join(frames))
