@@ -263,21 +263,6 @@ class _State:
             self.opened.popitem(last=False)
 
 
-def _entry_metadata(path: str) -> dict[str, Any]:
-    """The sovseal metadata of a saver record (sealed with it; lets sovseal filters find it)."""
-    parsed = parse_path(path)
-    assert parsed is not None  # nosec B101 -- type narrowing: the path was written by this saver
-    meta: dict[str, Any] = {
-        "langgraph": parsed.kind,
-        "thread_id": parsed.thread_id,
-        "checkpoint_ns": parsed.ns,
-        "checkpoint_id": parsed.checkpoint_id,
-    }
-    if parsed.task_id is not None:
-        meta["task_id"] = parsed.task_id
-    return meta
-
-
 def _thread_of(config: RunnableConfig) -> str:
     conf = config.get("configurable") or {}
     thread_id = conf.get("thread_id")
@@ -575,25 +560,18 @@ class _SovsealSaverBase(BaseCheckpointSaver[str]):
     def _append(self, fam: _Family, branch: str, records: list[tuple[str, Any]], *, parent: str | None = None) -> None:
         """Store records in order on ``branch`` (the first one with ``parent=``) and index them.
 
-        The records go in one ``store_many`` call, one durable batch (a crash keeps a prefix, and
-        parts come before the record that names them); only a fork's first record, which needs
-        ``parent=``, is stored on its own. What was sealed is remembered as opened: the next read
+        Several records go in one ``store_many`` call, one durable batch (a crash keeps a prefix,
+        and parts come before the record that names them); a single record (the usual put or
+        put_writes) and a fork's first record, which needs ``parent=``, go through ``store``, which
+        costs less for one. Records carry no sovseal metadata: their path and payload say what they
+        are, and they are never recalled. What was sealed is remembered as opened: the next read
         rechecks the frame on disk instead of decrypting it again.
         """
         view = self._s.branch_view(branch)
-        items = [
-            {
-                "path": path,
-                "payload": payload,
-                "metadata": _entry_metadata(path),
-                "type": "episodic",
-                "provenance": "observed",
-                "index": False,  # checkpoints are never recalled by meaning
-            }
-            for path, payload in records
-        ]
+        # index=False: checkpoints are never recalled by meaning (no embedding, no keywords)
+        items = [{"path": p, "payload": d, "type": "episodic", "provenance": "observed", "index": False} for p, d in records]
         results = []
-        if parent is not None and items:
+        if items and (parent is not None or len(items) == 1):
             results.append(view.store(**items.pop(0), parent=parent))
         if items:
             results.extend(view.store_many(items))
