@@ -74,19 +74,18 @@ class ScannedFrame:
     offset: int  # where the frame's header starts
     body: bytes
     authentic: bool  # False: the MAC failed, the body is damaged or tampered with
-    slot: int | None = None  # the sequence number this place calls for (None: scanned from an unknown point)
+    slot: int  # the sequence number this place in the journal calls for
     order: Order = Order.IN_PLACE
 
-    def place(self, slot: int, seq: int) -> int:
-        """Check the frame's sequence number ``seq`` against ``slot``; returns the next frame's slot."""
-        self.slot = slot
-        if not self.authentic or seq == slot:
-            return slot + 1
-        if seq > slot:
+    def next_slot(self, seq: int) -> int:
+        """Check the frame's own sequence number ``seq`` against its slot; returns the next frame's slot."""
+        if not self.authentic or seq == self.slot:
+            return self.slot + 1
+        if seq > self.slot:
             self.order = Order.AFTER_GAP
             return seq + 1
         self.order = Order.REPEATED
-        return slot
+        return self.slot
 
 
 @dataclass(slots=True)
@@ -216,6 +215,10 @@ class Journal:
         if len(self._seq_at) > 16:
             del self._seq_at[next(iter(self._seq_at))]
 
+    def _forget_after(self, offset: int) -> None:
+        for stale in [o for o in self._seq_at if o > offset]:
+            del self._seq_at[stale]
+
     def next_seq(self) -> int:
         """The sequence number of the next frame appended; the journal must have been scanned to its end."""
         start = self.size()
@@ -272,6 +275,7 @@ class Journal:
         stored. If even the truncate fails, what is left is at most one torn append, which the
         next writer cuts off.
         """
+        self._forget_after(offset)
         try:
             os.ftruncate(self._fd, offset)
         except OSError:
@@ -286,6 +290,7 @@ class Journal:
 
     def truncate(self, offset: int) -> None:
         """Cut a torn tail off (only ever under the writer lock)."""
+        self._forget_after(offset)
         os.ftruncate(self._fd, offset)
         fsync_fd(self._fd)
 
@@ -297,6 +302,9 @@ class Journal:
 
     def scan(self, start: int) -> ScanResult:
         """Read every frame from ``start`` to the end of the file (from 0: the header first).
+
+        ``start`` is 0 or where an earlier scan or append of this handle ended, so that each
+        frame's sequence number is checked against its place (:attr:`ScannedFrame.order`).
 
         A complete frame whose MAC fails is *damage* (a flipped bit, an edit): it is returned
         with ``authentic=False`` and the scan goes on, so that reads of it fail closed and
@@ -319,7 +327,9 @@ class Journal:
                         return result
                     self._read_header(mm, size)
                     start = result.end = JOURNAL_HEADER.size
-                slot = self._seq_at.get(start)  # None: a scan from an unknown point checks no order
+                slot = self._seq_at.get(start)
+                if slot is None:
+                    raise RuntimeError(f"scan from byte 0 or from where an earlier scan or append ended, not {start}")
                 offset = start
                 while size - offset >= HEADER.size:
                     length, mac, seq = HEADER.unpack_from(mm, offset)
@@ -327,14 +337,12 @@ class Journal:
                     if length == 0 or length > MAX_FRAME or body_end > size:
                         break
                     body = mm[offset + HEADER.size : body_end]
-                    frame = ScannedFrame(offset, body, hmac.compare_digest(mac, self.mac(seq, body)))
-                    if slot is not None:
-                        slot = frame.place(slot, seq)
+                    frame = ScannedFrame(offset, body, hmac.compare_digest(mac, self.mac(seq, body)), slot)
+                    slot = frame.next_slot(seq)
                     result.frames.append(frame)
                     offset = body_end
                 result.end = offset
-                if slot is not None:
-                    self._remember(offset, slot)
+                self._remember(offset, slot)
                 tail = size - result.end
                 if tail and (tail > MAX_TORN_TAIL or self._survivor(mm, result.end, size)):
                     raise IntegrityError(

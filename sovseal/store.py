@@ -184,7 +184,6 @@ class LocalStore:
                 continue
             placed = (
                 not frame.authentic
-                and frame.slot is not None
                 and isinstance(decoded, fr.RecordFrame)
                 and hmac.compare_digest(decoded.head_tag, self._journal.tag(frame.slot, decoded.head()))
             )
