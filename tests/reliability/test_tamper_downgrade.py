@@ -2,10 +2,11 @@
 
 tests/core/test_tamper.py flips chosen ciphertext bytes and swaps two equal-size ciphertexts in
 place. This scenario widens it: flips at random positions anywhere in the journal (headers,
-MACs, clear fields, sealed ids), truncations, ciphertexts swapped through the replication path
-(where no frame MAC stands in the way, only the AEAD), old frames replayed to roll a branch or a
-reinforcement back, records moved between branches and between two stores that share a key, and
-a wrong key. The rule checked every time: the edit is detected (a typed error on open or on
+MACs, clear fields, sealed ids; a record's path hash in particular), truncations, frames cut out
+of the middle, moved or copied inside the journal, ciphertexts swapped through the replication
+path (where no frame MAC stands in the way, only the AEAD), old frames replayed to roll a branch or
+a reinforcement back, records moved between branches and between two stores that share a key (any
+frame, and a journal header), and a wrong key. The rule checked every time: the edit is detected (a typed error on open or on
 read, or ``verify()`` lists it) and no read returns anything but the original data.
 
 One edit is undetectable by design and is checked for what it does do: cutting the *end* of the
