@@ -31,7 +31,7 @@ from ..entries import MEMORY_TYPES, memory_text
 from ..errors import IntegrityError
 from ..frames import Op
 from . import text
-from .catalog import DAMAGED, Catalog
+from .catalog import Catalog
 from .filters import Filter
 from .keyword import KeywordIndex
 from .params import RecallParams
@@ -360,9 +360,15 @@ class RecallEngine:
             base = self._base(index, vector, every, bm, bm_max, dense_nodes, kw_nodes)
             fused = _lookup(every, base, pool)
             gate = self._coherence(index, pool, visible) if radius else 0.0
-            for r, weight in enumerate(p.neighbor_weights, 1):
-                if weight and gate:
-                    fused = fused + gate * weight * (_lookup(every, base, ups[r]) + _lookup(every, base, downs[r]))
+            if gate:
+                # The best-scoring neighbour within reach is the context, not the sum of all of them: a
+                # sum credits a record for every vaguely similar neighbour (in a conversation, all are).
+                context = np.zeros(len(pool))
+                for r, weight in enumerate(p.neighbor_weights, 1):
+                    if weight:
+                        near_r = np.maximum(_lookup(every, base, ups[r]), _lookup(every, base, downs[r]))
+                        context = np.maximum(context, weight * near_r)
+                fused = fused + gate * context
             types = self.catalog.type_code[pool]
         return self._finish(lineage, pool, fused, types, k)
 

@@ -4,11 +4,12 @@ score(memory) = fused(memory) × decay(type, age) × reinforcement(count)
 
 fused (``fusion="weighted"``, the default):
     base(n)  = dense_weight × max(0, cos(query, n)) + keyword_weight × bm25(n) / max bm25 over the allowed records
-    fused(n) = base(n) + g × Σ_r neighbor_weights[r-1] × (base(ancestor_r(n)) + base(descendant_r(n)))
+    fused(n) = base(n) + g × max_r neighbor_weights[r-1] × max(base(ancestor_r(n)), base(descendant_r(n)))
   where ancestor_r / descendant_r are the records r steps before / after n in the lineage (stored just
   before / after it), counted only when visible at the recalled HEAD. Records stored next to each other
   are context for each other: in a conversation, the turn that answers a question is often next to the
-  one that names it. The gate g = clip((mean cos(n, parent) − mean cos(n, far record)) / context_coherence,
+  one that names it. The best neighbour counts, not the sum: a sum would credit every record for each of
+  its vaguely similar neighbours. The gate g = clip((mean cos(n, parent) − mean cos(n, far record)) / context_coherence,
   0, 1) over the candidates: full context where consecutive records are more alike than distant ones,
   none where they are not (documents ingested in bulk in arbitrary order).
 ``fusion="rrf"``: Σ 1 / (rrf_k + rank) over the dense and the keyword candidate lists (the baseline).
@@ -39,11 +40,12 @@ class RecallParams:
     #: How dense and keyword scores are combined: weighted (default), rrf, dense or keyword.
     fusion: str = "weighted"
     #: Weight of the cosine similarity in the weighted fusion.
-    dense_weight: float = 0.5
+    #: Cosine spreads less over the candidates than max-normalised BM25 does, hence more weight.
+    dense_weight: float = 0.7
     #: Weight of the max-normalised BM25 score in the weighted fusion.
-    keyword_weight: float = 0.5
-    #: Weight of the fused score of the records 1, 2, ... steps away in the lineage (empty: off).
-    neighbor_weights: tuple[float, ...] = (0.2, 0.2)
+    keyword_weight: float = 0.3
+    #: Weight of the best fused score among the records 1, 2, ... steps away in the lineage (empty: off).
+    neighbor_weights: tuple[float, ...] = (0.6, 0.6)
     #: Lineage context gets full weight when neighbours are this much more alike (mean cosine) than
     #: records far apart in the lineage, proportionally less below, none if not more alike; 0: always full.
     context_coherence: float = 0.1

@@ -109,6 +109,23 @@ def test_neighbours_in_the_lineage_give_context(mem: Sovseal) -> None:
     assert "chat.2" not in order(mem, "painting lake sunrise")[:2]
 
 
+def test_context_is_the_best_neighbour_not_the_sum_of_them(mem: Sovseal) -> None:
+    """One neighbour that matches well is better context than several that match a little."""
+    mem.store("a.1", "filler about the weather today")
+    mem.store("a.2", "the painting of the lake at sunrise")
+    mem.store("a.3", "alpha reply with no shared words")
+    mem.store("a.4", "filler about the traffic today")
+    mem.store("a.5", "filler about the dinner today")
+    mem.store("b.1", "a lake at sunrise seen from the wall")
+    mem.store("b.2", "a lake at sunrise seen from the door")
+    mem.store("b.3", "bravo reply with no shared words")
+    mem.store("b.4", "a lake at sunrise seen from the desk")
+    mem.store("b.5", "a lake at sunrise seen from the shelf")
+    mem.recall_params = RecallParams(dense_weight=0.0, keyword_weight=1.0, neighbor_weights=(0.5, 0.5), context_coherence=0.0)
+    found = order(mem, "painting lake sunrise")
+    assert found.index("a.3") < found.index("b.3")  # a sum over b.3's four "lake sunrise" neighbours would win
+
+
 def test_scores_are_descending_and_results_carry_their_fields(mem: Sovseal) -> None:
     mem.store("user.diet", {"likes": ["tea"]}, metadata={"source": "chat"}, type="episodic", provenance="observed")
     mem.store("user.editor", "neovim")
