@@ -29,9 +29,9 @@ from __future__ import annotations
 import asyncio
 import bisect
 import os
-from collections import OrderedDict
 import random
 import time
+from collections import OrderedDict
 from collections.abc import AsyncIterator, Callable, Iterator, Sequence
 from contextlib import asynccontextmanager, contextmanager
 from dataclasses import dataclass, field
