@@ -170,6 +170,11 @@ class Sealer:
         self._limit = limit
         self._lock = threading.Lock()
 
+    def observe(self, used: int) -> None:
+        """Raise the count to ``used`` when other processes sealed with this key (never lower it)."""
+        with self._lock:
+            self._used = max(self._used, used)
+
     @property
     def used(self) -> int:
         """Number of encryptions made with this key so far (persist it; pass it back as ``used=``)."""

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import hashlib
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any, Literal
 
 from .canonical import canonicalize, loads
@@ -32,8 +32,12 @@ class Entry:
     #: The text embedded and keyword-indexed instead of memory_text(entry); sealed with the entry,
     #: in the canonical bytes only when set (existing snapshot ids do not change).
     text: str | None = None
+    #: The canonical bytes, computed once: validation, hashing and sealing all need them.
+    _canonical: bytes | None = field(default=None, init=False, repr=False, compare=False)
 
     def canonical(self) -> bytes:
+        if self._canonical is not None:
+            return self._canonical
         body = {
             "op": self.op,
             "path": self.path,
@@ -50,6 +54,7 @@ class Entry:
                 f"the entry for {self.path!r} is {len(data):,} bytes canonicalized; the limit is "
                 f"{MAX_ENTRY_BYTES:,}. Records are not blobs: put large content in object storage and store a reference."
             )
+        object.__setattr__(self, "_canonical", data)
         return data
 
     @classmethod

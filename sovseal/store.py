@@ -86,7 +86,8 @@ class LocalStore:
         self._mutex = threading.RLock()
         self._lineage = Lineage()
         self._end = 0
-        self._sealers()
+        self._sync = Sealer(self._keys.k_sync)
+        self._rest = Sealer(self._keys.k_rest)
         self._sids: dict[int, str] = {}
         self._names: dict[bytes, str] = {}
         self._path_hashes: dict[str, bytes] = {}  # keyed ids are HMACs: worth remembering per name
@@ -192,11 +193,12 @@ class LocalStore:
         if owner and scan.torn_tail:
             self.repairs.append(f"cut a torn tail of {scan.torn_tail} bytes left by an interrupted write")
             self._journal.truncate(scan.end)
-        self._sealers()
+        self._count_seals()
 
-    def _sealers(self) -> None:
-        self._sync = Sealer(self._keys.k_sync, used=self._lineage.sync_seals)
-        self._rest = Sealer(self._keys.k_rest, used=self._lineage.rest_seals)
+    def _count_seals(self) -> None:
+        """Count the seals the journal holds (other processes seal with the same keys too)."""
+        self._sync.observe(self._lineage.sync_seals)
+        self._rest.observe(self._lineage.rest_seals)
 
     # -- identifiers ---------------------------------------------------------------------
 

@@ -7,7 +7,7 @@ from pathlib import Path
 
 import pytest
 from langchain_core.documents import Document
-from langchain_core.embeddings import DeterministicFakeEmbedding
+from langchain_core.embeddings import DeterministicFakeEmbedding, Embeddings
 from langchain_sovseal import SovsealRetriever, SovsealVectorStore
 from pydantic import ValidationError
 
@@ -22,9 +22,19 @@ TEXTS = {
 }
 
 
+class SameVector(Embeddings):
+    """Every text gets one vector: the dense side cannot tell documents apart, so what ranks is the keyword side."""
+
+    def embed_documents(self, texts: list[str]) -> list[list[float]]:
+        return [[1.0, 0.0, 0.0, 0.0] for _ in texts]
+
+    def embed_query(self, text: str) -> list[float]:
+        return [1.0, 0.0, 0.0, 0.0]
+
+
 @pytest.fixture
 def store(store_dir: Path, key: bytes) -> Iterator[SovsealVectorStore]:
-    with SovsealVectorStore(DeterministicFakeEmbedding(size=16), path=store_dir, key=key, collection="kb") as s:
+    with SovsealVectorStore(SameVector(), path=store_dir, key=key, collection="kb") as s:
         s.add_documents([Document(id=i, page_content=t, metadata=m) for i, (t, m) in TEXTS.items()])
         yield s
 
@@ -38,7 +48,7 @@ def test_k_as_field_and_per_call(store: SovsealVectorStore) -> None:
 
 
 def test_hybrid_recall_finds_keyword_matches(store: SovsealVectorStore) -> None:
-    """The fake embeddings are random: the dense side alone ranks arbitrarily, the keyword side does not."""
+    """The dense side ties every document (SameVector): the keyword side alone must find each one."""
     retriever = SovsealRetriever(vectorstore=store, k=1)
     for doc_id, word in [("enc", "AES-256-GCM"), ("dag", "DAG"), ("rep", "ciphertext"), ("kw", "BM25"), ("fork", "rollback")]:
         [doc] = retriever.invoke(word)
