@@ -474,7 +474,8 @@ SECTIONS: dict[str, Callable[[dict[str, Any], Path], str]] = {
 def runs_table(runs: dict[str, Any]) -> str:
     if not runs:
         return "*No result files yet: run `python bench/run_all.py`.*"
-    machines = {json.dumps(r["machine"], sort_keys=True) for r in runs.values()}
+    hardware = {(r["machine"]["cores"], r["machine"]["cpu"], r["machine"]["ram_gib"]) for r in runs.values()}
+    platforms = {r["machine"]["platform"] for r in runs.values()}
     rows = [
         [
             f"`{name}`",
@@ -483,15 +484,14 @@ def runs_table(runs: dict[str, Any]) -> str:
             f"{r['load_start'][0]:.2f} → {r['load_end'][0]:.2f}",
             "quick" if r.get("quick") else "full",
         ]
+        + ([r["machine"]["platform"]] if len(platforms) > 1 else [])
         for name, r in sorted(runs.items(), key=lambda kv: kv[1]["started"])
     ]
     head = "The result files behind this page:"
-    if len(machines) == 1:
-        m = next(iter(runs.values()))["machine"]
-        head = (
-            f"Machine of these runs: {m['cores']} cores ({m['cpu']}), {m['ram_gib']} GiB RAM, {m['platform']}. "
-            + head
-        )
+    if len(hardware) == 1:
+        cores, cpu, ram = next(iter(hardware))
+        where = next(iter(platforms)) if len(platforms) == 1 else "the platform of each run in the table"
+        head = f"Machine of these runs: {cores} cores ({cpu}), {ram} GiB RAM, {where}. " + head
     loads = [x for r in runs.values() for x in (r["load_start"][0], r["load_end"][0])]
     cores = {r["machine"]["cores"] for r in runs.values()}
     load = (
@@ -500,7 +500,8 @@ def runs_table(runs: dict[str, Any]) -> str:
         "so latency and throughput figures are inflated (ratios measured side by side in one run hold better); "
         "quality figures do not depend on the load."
     )
-    return head + "\n\n" + table(["result", "started", "took", "1-min load average (start → end)", "sizes"], rows) + "\n\n" + load
+    columns = ["result", "started", "took", "1-min load average (start → end)", "sizes"] + (["platform"] if len(platforms) > 1 else [])
+    return head + "\n\n" + table(columns, rows) + "\n\n" + load
 
 
 def load_runs(results: Path) -> dict[str, Any]:
