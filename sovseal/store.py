@@ -36,7 +36,7 @@ from .errors import (
     UnknownSnapshotError,
 )
 from .filelock import WriterLock
-from .journal import HEADER, Journal, JournalHeaderError, Order
+from .journal import HEADER, JOURNAL_HEADER, Journal, JournalHeaderError, Order
 from .lineage import Branch, Damage, Lineage, Node
 from .wire import WireItem
 
@@ -328,7 +328,15 @@ class LocalStore:
                 f"the journal grew while this process held the writer lock (expected byte {self._end}, found {start}): "
                 "the file lock is not effective here (a network file system?); keep the store on a local disk"
             )
-        self._catch_up(owner=True)
+        # Apply what was just written from memory: this handle was caught up (checked above) and
+        # holds the writer lock, so re-reading the frames would only find these same bytes.
+        offset = max(start, JOURNAL_HEADER.size)  # a new journal's header went in the same write
+        for body in bodies:
+            size = len(body) + HEADER.size
+            self._lineage.apply(fr.decode(body), offset, size, True)
+            offset += size
+        self._end = offset
+        self._count_seals()
 
     def _tagged(self, frame: fr.RecordFrame) -> bytes:
         """A record frame's body with its head tag, for the place it takes: the next append's first frame."""
