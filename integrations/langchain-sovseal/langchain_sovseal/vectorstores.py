@@ -37,8 +37,11 @@ if TYPE_CHECKING:
     from .retrievers import SovsealRetriever
 
 
-#: Documents embedded per batch by add_documents (one call to the embeddings for each).
-EMBED_BATCH = 256
+#: Documents embedded and stored per batch by add_documents (one embeddings call and one durable
+#: ``store_many`` each). Large, so a typical ingest is one call: the on-device embedder sorts a
+#: call's texts by length and pads each model batch to its longest, so one big call pads least
+#: (2,000 LoCoMo turns embed 7 % faster at once than in batches of 256).
+EMBED_BATCH = 2048
 
 
 class _Embedder:

@@ -14,6 +14,7 @@ from langchain_core.documents import Document
 from langchain_core.embeddings import DeterministicFakeEmbedding, Embeddings
 from langchain_core.vectorstores import VectorStoreRetriever
 from langchain_sovseal import SovsealRetriever, SovsealVectorStore
+from langchain_sovseal.vectorstores import EMBED_BATCH
 
 from sovseal import Sovseal
 from sovseal.errors import CanonicalizationError, InvalidInputError, UnknownSnapshotError
@@ -349,11 +350,12 @@ def test_add_documents_embeds_in_batches(store_dir: Path, key: bytes) -> None:
     with SovsealVectorStore(embeddings, path=store_dir, key=key) as store:
         store.add_texts(["apple"], ids=["warm"])  # the handle's first write also probes the dimension
         embeddings.calls.clear()
-        texts = [f"apple {'banana ' * (i % 3)}cherry{i}" for i in range(300)]
-        store.add_texts(texts, ids=[str(i) for i in range(300)])
-        assert embeddings.calls == [256, 44]
+        n = EMBED_BATCH + 44
+        texts = [f"apple {'banana ' * (i % 3)}cherry{i}" for i in range(n)]
+        store.add_texts(texts, ids=[str(i) for i in range(n)])
+        assert embeddings.calls == [EMBED_BATCH, 44]
         assert store.similarity_search_with_score("apple banana banana", k=1)[0][1] == pytest.approx(1.0, abs=1e-5)
-        assert len(store.get_by_ids([str(i) for i in range(300)])) == 300
+        assert len(store.get_by_ids([str(i) for i in range(n)])) == n
 
 
 def test_fork_of_a_store_on_a_client_with_an_explicit_key(store_dir: Path, key: bytes) -> None:
