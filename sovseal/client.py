@@ -422,16 +422,16 @@ class Sovseal:
             idx = lineage.view(self._store.branch(self.branch)).get(self._store.path_hash(entry.path))
             return None if idx is None else self._memory(self._store.open(idx))
 
-    def recheck(self, snapshot_id: str) -> None:
-        """Check that a record is still the bytes that were authenticated, without decrypting it.
+    def recheck(self, *snapshot_ids: str) -> None:
+        """Check that records are still the bytes that were authenticated, without decrypting them.
 
-        For callers that keep what they opened in memory (the LangGraph saver does): re-reading the
+        For callers that keep what they opened in memory (the LangGraph saver does): re-reading a
         record's frame and its MAC notices bytes altered on disk under a running process, at a tenth
-        of the cost of opening the record again. IntegrityError if they were altered.
+        of the cost of opening the record again. Several ids share one hold of the store's lock.
+        IntegrityError if any was altered.
         """
         self._check_open()
-        with self._store.reading():
-            self._store.recheck(self._store.resolve(snapshot_id))
+        self._store.recheck_ids(snapshot_ids)
 
     def related(self, path: str, *, relation: str | None = None) -> list[Any]:
         """The memories linked to ``path`` by consolidation's graph pass (``sovseal.consolidate``),
@@ -685,8 +685,8 @@ class AsyncSovseal:
     async def get(self, path: str) -> Memory | None:
         return await asyncio.to_thread(self._sync.get, path)
 
-    async def recheck(self, snapshot_id: str) -> None:
-        await asyncio.to_thread(self._sync.recheck, snapshot_id)
+    async def recheck(self, *snapshot_ids: str) -> None:
+        await asyncio.to_thread(self._sync.recheck, *snapshot_ids)
 
     async def delete(self, path: str) -> StoreResult | None:
         return await asyncio.to_thread(self._sync.delete, path)

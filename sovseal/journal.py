@@ -294,11 +294,18 @@ class Journal:
         os.ftruncate(self._fd, offset)
         fsync_fd(self._fd)
 
-    def read_frame(self, offset: int) -> tuple[bool, bytes]:
-        """(authentic, body) of the frame whose header starts at ``offset``, as they are on disk now."""
-        length, mac, seq = HEADER.unpack(os.pread(self._fd, HEADER.size, offset))
-        body = os.pread(self._fd, length, offset + HEADER.size)
-        return hmac.compare_digest(mac, self.mac(seq, body)), body
+    def read_frame(self, offset: int, size: int) -> tuple[bool, bytes]:
+        """(authentic, body) of the ``size``-byte frame at ``offset``, as it is on disk now (one read).
+
+        A frame that is no longer there whole (the file was cut, or its length field changed) is
+        not authentic.
+        """
+        data = os.pread(self._fd, size, offset)
+        if len(data) != size:
+            return False, data[HEADER.size :]
+        length, mac, seq = HEADER.unpack_from(data)
+        body = data[HEADER.size :]
+        return length == len(body) and hmac.compare_digest(mac, self.mac(seq, body)), body
 
     def scan(self, start: int) -> ScanResult:
         """Read every frame from ``start`` to the end of the file (from 0: the header first).

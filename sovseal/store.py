@@ -16,7 +16,7 @@ import json
 import threading
 import time
 import uuid
-from collections.abc import Iterator
+from collections.abc import Iterable, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
@@ -290,13 +290,28 @@ class LocalStore:
             raise UnknownSnapshotError(f"no snapshot {sid} in this store; list snapshots with log()")
         return idx
 
+    def recheck_ids(self, sids: Iterable[str]) -> None:
+        """:meth:`recheck` records by snapshot id under one hold of the lock.
+
+        A record this handle already knows needs no catch-up with other writers first: its frame
+        stays where it was written, and a journal cut short or rewritten under it fails the re-read.
+        """
+        with self._mutex:
+            for sid in sids:
+                try:
+                    idx = self.resolve(sid)
+                except UnknownSnapshotError:
+                    self._catch_up(owner=False)  # written by another process since this handle last looked
+                    idx = self.resolve(sid)
+                self.recheck(idx)
+
     def recheck(self, idx: int) -> bytes:
         """Re-read one record's frame and check its MAC; returns the frame body. IntegrityError if altered."""
         node = self._lineage.nodes[idx]
         where = f"the record at journal byte {node.offset}"
         if not node.authentic:
             raise IntegrityError(f"{where} failed authentication (it was altered on disk); run verify()")
-        authentic, body = self._journal.read_frame(node.offset)
+        authentic, body = self._journal.read_frame(node.offset, node.size)
         if not authentic:
             raise IntegrityError(f"{where} changed on disk after the store was opened; run verify()")
         return body
@@ -459,8 +474,8 @@ class LocalStore:
         """Up to ``limit`` unacknowledged items, oldest first, with the exact bytes first stored."""
         with self.reading() as lineage:
             out: list[WireItem] = []
-            for offset, _ in list(lineage.pending.values())[:limit]:
-                _, body = self._journal.read_frame(offset)
+            for offset, size in list(lineage.pending.values())[:limit]:
+                _, body = self._journal.read_frame(offset, size)
                 out.append(self._to_wire(fr.decode(body)))
             return out
 

@@ -249,6 +249,9 @@ class _State:
         # A view of the handle per branch (``Sovseal.view``): reads and writes on a thread's branches
         # without switching the handle's own branch back and forth.
         self.branch_views: dict[str, Sovseal] = {}
+        # While a listing decodes a batch (under ``lock``): the snapshot ids of remembered records
+        # it returns, rechecked together in one ``Sovseal.recheck`` call before any is handed out.
+        self.deferred_rechecks: list[str] | None = None
 
     def branch_view(self, branch: str) -> Sovseal:
         found = self.branch_views.get(branch)
@@ -428,6 +431,8 @@ class _SovsealSaverBase(BaseCheckpointSaver[str]):
                     "(written by another process mid-operation, or the store was changed): retry, or run verify()"
                 )
             record = _Opened(memory.payload)
+        elif self._s.deferred_rechecks is not None:
+            self._s.deferred_rechecks.append(ref.sid)  # a listing rechecks its whole batch at once
         else:
             self._s.handle.recheck(ref.sid)  # the bytes on disk are still the ones opened or sealed
         self._s.remember(ref.sid, record)
@@ -699,14 +704,21 @@ class _SovsealSaverBase(BaseCheckpointSaver[str]):
     ) -> Iterator[CheckpointTuple]:
         self._guard()
         remaining = limit
-        for thread_id, ns, checkpoint_id in self._listing(config, before, None if filter else limit):
+        candidates = self._listing(config, before, None if filter else limit)
+        start = 0
+        while start < len(candidates):
             if remaining is not None and remaining <= 0:
                 return
-            found = self._listed(thread_id, ns, checkpoint_id, filter)
-            if found is not None:
-                if remaining is not None:
-                    remaining -= 1
-                yield found
+            size = _LIST_BATCH if filter or remaining is None else min(_LIST_BATCH, remaining)
+            batch = self._listed_batch(candidates[start : start + size], filter)
+            start += size
+            for found in batch:
+                if found is not None:
+                    if remaining is not None:
+                        if remaining <= 0:
+                            return
+                        remaining -= 1
+                    yield found
 
     def _listing(
         self, config: RunnableConfig | None, before: RunnableConfig | None, cap: int | None = None
@@ -741,6 +753,18 @@ class _SovsealSaverBase(BaseCheckpointSaver[str]):
                     out.extend((checkpoint_id, thread_id, ns) for checkpoint_id in ordered[start:end])
         out.sort(reverse=True)
         return [(thread_id, ns, checkpoint_id) for checkpoint_id, thread_id, ns in out]
+
+    def _listed_batch(self, candidates: list[tuple[str, str, str]], filter: dict[str, Any] | None) -> list[CheckpointTuple | None]:
+        """Decode a batch of listed checkpoints; the records they came from are rechecked in one call."""
+        with self._s.lock:
+            self._s.deferred_rechecks = []
+            try:
+                decoded = [self._listed(*c, filter) for c in candidates]
+                sids = self._s.deferred_rechecks
+            finally:
+                self._s.deferred_rechecks = None
+            self._s.handle.recheck(*sids)
+        return decoded
 
     def _listed(self, thread_id: str, ns: str, checkpoint_id: str, filter: dict[str, Any] | None) -> CheckpointTuple | None:
         with self._s.lock:
@@ -1056,7 +1080,7 @@ class _SovsealSaverBase(BaseCheckpointSaver[str]):
             """One worker-thread hop: the candidates (on the first) and the next batch decoded."""
             found = candidates if candidates is not None else self._listing(config, before, None if filter else limit)
             size = _LIST_BATCH if filter or remaining is None else min(_LIST_BATCH, remaining)
-            return found, [self._listed(*c, filter) for c in found[start : start + size]]
+            return found, self._listed_batch(found[start : start + size], filter)
 
         while candidates is None or start < len(candidates):
             if remaining is not None and remaining <= 0:
