@@ -336,7 +336,9 @@ class Sovseal:
             vectors = self._vector_index(int(vector.shape[0]))
             if vectors.missing([appended.node.idx]):
                 vectors.add([appended.node.idx], vector[None, :])
-        self._recall_engine().added(appended.node, entry)  # feeds the in-memory keyword index
+        recaller = self._shared.recaller
+        if recaller is not None:  # not started yet: its first load reads this record from the journal
+            recaller.added(appended.node, entry)
         return StoreResult(appended.snapshot_id, replicated=False, reinforced=appended.reinforced)
 
     def delete(self, path: str) -> StoreResult | None:
