@@ -19,6 +19,7 @@ Prints medians and ratios; never part of the test suite's pass/fail.
 from __future__ import annotations
 
 import argparse
+import contextlib
 import importlib
 import json
 import os
@@ -141,10 +142,8 @@ def main() -> None:
     # Likewise the libraries: lancedb (which sovseal's vector index and the LanceDB peer share) takes
     # about 2 s to import and would be charged to whichever store first writes.
     for module in ("lancedb", "chromadb"):
-        try:
+        with contextlib.suppress(ImportError):  # a peer that is not installed is reported as skipped
             importlib.import_module(module)
-        except ImportError:
-            pass
     print(f"{len(docs)} LoCoMo turns, {len(queries)} questions, k={args.k}, embedder: sovseal all-MiniLM-L6-v2 (shared)")
     results: dict[str, dict[str, float] | str] = {}
     for name in args.stores.split(","):

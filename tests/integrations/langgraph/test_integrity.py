@@ -6,24 +6,14 @@ from __future__ import annotations
 
 import os
 from pathlib import Path
-from typing import Any
 
 import pytest
 from langgraph.checkpoint.base import empty_checkpoint
-from langgraph.checkpoint.base.id import uuid6
 from langgraph.checkpoint.sovseal import SovsealSaver
 from langgraph.checkpoint.sovseal._layout import checkpoint_path, live_branch, part_path
 
 from sovseal.errors import IntegrityError
-
-
-def put(saver: SovsealSaver, thread: str, parent: dict[str, Any] | None = None, **values: Any) -> dict[str, Any]:
-    checkpoint = empty_checkpoint()
-    checkpoint["id"] = str(uuid6(clock_seq=1))
-    checkpoint["channel_values"] = values
-    checkpoint["channel_versions"] = {k: 1 for k in values}
-    config = parent or {"configurable": {"thread_id": thread, "checkpoint_ns": ""}}
-    return saver.put(config, checkpoint, {"source": "loop", "step": 0}, checkpoint["channel_versions"])
+from tests.integrations.langgraph.checkpoints import put
 
 
 def flip_byte_between(journal: Path, start: int, end: int) -> None:

@@ -11,8 +11,6 @@ from typing import Any
 import pytest
 from hypothesis import given
 from hypothesis import strategies as st
-from langgraph.checkpoint.base import empty_checkpoint
-from langgraph.checkpoint.base.id import uuid6
 from langgraph.checkpoint.sovseal import SovsealSaver
 from langgraph.checkpoint.sovseal._common import PART_BYTES, RECORD_BLOB_CHARS, decode_blob, encode_blob, encode_bytes, latin1_size
 from langgraph.checkpoint.sovseal._layout import checkpoint_path, live_branch, pack_blobs
@@ -20,15 +18,7 @@ from langgraph.checkpoint.sovseal._layout import checkpoint_path, live_branch, p
 from sovseal.canonical import canonicalize
 from sovseal.entries import MAX_ENTRY_BYTES
 from sovseal.errors import IntegrityError
-
-
-def put(saver: SovsealSaver, thread: str, parent: dict[str, Any] | None = None, **values: Any) -> dict[str, Any]:
-    checkpoint = empty_checkpoint()
-    checkpoint["id"] = str(uuid6(clock_seq=1))
-    checkpoint["channel_values"] = values
-    checkpoint["channel_versions"] = {k: 1 for k in values}
-    config = parent or {"configurable": {"thread_id": thread, "checkpoint_ns": ""}}
-    return saver.put(config, checkpoint, {"source": "loop", "step": 0}, checkpoint["channel_versions"])
+from tests.integrations.langgraph.checkpoints import put
 
 
 @given(st.binary(max_size=600))

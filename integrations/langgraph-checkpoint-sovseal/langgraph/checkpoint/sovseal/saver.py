@@ -267,6 +267,21 @@ class _State:
             self.opened.popitem(last=False)
 
 
+def _names_its_path(payload: Any, path: str, kind: str) -> bool:
+    """Whether a record's payload says it is the ``kind`` record (checkpoint or writes) its path names."""
+    parsed = parse_path(path)
+    assert parsed is not None  # nosec B101 -- type narrowing: the path was written by this saver
+    return (
+        isinstance(payload, dict)
+        and payload.get("lg") == kind
+        and payload.get("format") in FORMATS
+        and payload.get("thread_id") == parsed.thread_id
+        and payload.get("checkpoint_ns") == parsed.ns
+        and payload.get("checkpoint_id") == parsed.checkpoint_id
+        and (kind != "writes" or payload.get("task_id") == parsed.task_id)
+    )
+
+
 def _thread_of(config: RunnableConfig) -> str:
     conf = config.get("configurable") or {}
     thread_id = conf.get("thread_id")
@@ -469,17 +484,7 @@ class _SovsealSaverBase(BaseCheckpointSaver[str]):
         if record.blobs is not None:
             return record  # checked by an earlier read
         payload = record.payload
-        parsed = parse_path(path)
-        assert parsed is not None  # nosec B101 -- type narrowing: the path was written by this saver
-        if (
-            not isinstance(payload, dict)
-            or payload.get("lg") != "checkpoint"
-            or payload.get("format") not in FORMATS
-            or payload.get("thread_id") != parsed.thread_id
-            or payload.get("checkpoint_ns") != parsed.ns
-            or payload.get("checkpoint_id") != parsed.checkpoint_id
-            or not isinstance(payload.get("blobs"), dict)
-        ):
+        if not _names_its_path(payload, path, "checkpoint") or not isinstance(payload.get("blobs"), dict):
             raise IntegrityError(f"the checkpoint record {path} does not match its path; run verify()")
         record.blobs = self._inline(payload["blobs"], path)
         return record
@@ -489,18 +494,7 @@ class _SovsealSaverBase(BaseCheckpointSaver[str]):
         if record.writes is not None:
             return record  # checked by an earlier read
         payload = record.payload
-        parsed = parse_path(path)
-        assert parsed is not None  # nosec B101 -- type narrowing: the path was written by this saver
-        if (
-            not isinstance(payload, dict)
-            or payload.get("lg") != "writes"
-            or payload.get("format") not in FORMATS
-            or payload.get("thread_id") != parsed.thread_id
-            or payload.get("checkpoint_ns") != parsed.ns
-            or payload.get("checkpoint_id") != parsed.checkpoint_id
-            or payload.get("task_id") != parsed.task_id
-            or not isinstance(payload.get("writes"), list)
-        ):
+        if not _names_its_path(payload, path, "writes") or not isinstance(payload.get("writes"), list):
             raise IntegrityError(f"the writes record {path} does not match its path; run verify()")
         for entry in payload["writes"]:
             if not isinstance(entry, dict) or not isinstance(entry.get("idx"), int) or not isinstance(entry.get("channel"), str):
