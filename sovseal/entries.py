@@ -60,7 +60,9 @@ class Entry:
     @classmethod
     def from_canonical(cls, data: bytes) -> Entry:
         raw = loads(data)
-        return cls(raw["op"], raw["path"], raw["payload"], raw["metadata"], raw["type"], raw["provenance"], raw.get("text"))
+        entry = cls(raw["op"], raw["path"], raw["payload"], raw["metadata"], raw["type"], raw["provenance"], raw.get("text"))
+        object.__setattr__(entry, "_canonical", bytes(data))  # the bytes that were hashed: no need to rebuild them
+        return entry
 
 
 def validate_path(path: object) -> str:
