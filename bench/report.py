@@ -190,6 +190,16 @@ def section_embed(runs: dict[str, Any], img: Path) -> str:
         ]
     )
     rows.append(["target (issue 3)", f"≤ {targets['short p50 ms']}", f"≤ {targets['turn p50 ms']}", f"≥ {targets['bulk texts/s']:.0f} texts/s"])
+    bound = r.get("fp32_compute_bound")
+    if bound:
+        rows.append(
+            [
+                f"fp32 compute bound: the encoder's flops at this machine's measured peak ({f(bound['peak_gflops'], 0)} GFLOP/s)",
+                f(bound["short_p50_ms"]),
+                f(bound["turn_p50_ms"]),
+                f"{f(bound['bulk_texts_per_s'], 0)} texts/s",
+            ]
+        )
     cold, first = r["cold_start_s"], r["first_start_s"]
     cold_rows = [
         [f"model cached (median of {cold['runs']}; best {f(cold['best_total'], 3)})"] + [f(cold["median"][k], 3) for k in ("total", "runtime_imports", "import_sovseal", "embedder")],
