@@ -223,6 +223,25 @@ def section_embed(runs: dict[str, Any], img: Path) -> str:
     )
 
 
+def section_embed_variants(runs: dict[str, Any], img: Path) -> str:
+    run = runs.get("embed_variants")
+    if not run:
+        return missing("embed_variants")
+    r = run["results"]
+    rows = [
+        [
+            f"`{name}`",
+            f"{v['cos_min']:.4f} / {v['cos_p01']:.4f} / {v['cos_mean']:.5f}",
+            f(v["short_p50_ms"]),
+            f(v["turn_p50_ms"]),
+            f(v["bulk_texts_per_s"], 0),
+        ]
+        for name, v in r["variants"].items()
+    ]
+    header = [f"{r['turns']:,} LoCoMo turns", "cosine to the fp32 graph: min / 1st percentile / mean", "short p50 ms", "turn p50 ms", "bulk texts/s"]
+    return "\n\n".join([provenance(run), table(header, rows)])
+
+
 def section_langchain(runs: dict[str, Any], img: Path) -> str:
     run = runs.get("langchain")
     if not run:
@@ -471,6 +490,7 @@ SECTIONS: dict[str, Callable[[dict[str, Any], Path], str]] = {
     "store": section_store,
     "replication": section_replication,
     "embed": section_embed,
+    "embed_variants": section_embed_variants,
     "langchain": section_langchain,
     "langgraph": section_langgraph,
     "llama_index": section_llama_index,

@@ -55,6 +55,7 @@ class Job:
 JOBS = [
     Job("store", "bench/bench_store.py", ["--n", "2000"], ["--n", "200"], peers=True),
     Job("embed", "bench/bench_embed.py", ["--turns", "2000", "--rounds", "5"], ["--turns", "200", "--rounds", "1"], peers=True),
+    Job("embed_variants", "bench/bench_embed_variants.py", ["--turns", "2000", "--rounds", "3"], ["--turns", "100", "--rounds", "1"], peers=False),
     Job(
         "recall_quality_dev",
         "bench/bench_recall_quality.py",
