@@ -104,7 +104,9 @@ def make_entry(
 
 def snapshot_id(canonical_entry: bytes, parent_id: str) -> str:
     """``snap_`` + hex(sha256(canonical(entry) ‖ parent_id)); parent_id is empty for a genesis snapshot."""
-    return "snap_" + hashlib.sha256(canonical_entry + parent_id.encode("ascii")).hexdigest()
+    digest = hashlib.sha256(canonical_entry)  # hashed in two updates: no copy of the entry's bytes
+    digest.update(parent_id.encode("ascii"))
+    return "snap_" + digest.hexdigest()
 
 
 def memory_text(entry: Entry) -> str:

@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import hashlib
 import struct
+from collections.abc import Callable
 from dataclasses import dataclass
 from enum import IntEnum
 
@@ -77,9 +78,16 @@ class RecordFrame:
         )
 
     def encode(self) -> bytes:
-        if len(self.head_tag) != TAG_LEN:
-            raise ValueError(f"a record's head tag is {TAG_LEN} bytes, got {len(self.head_tag)}")
-        return self.head() + self.head_tag + self.sealed_sid + self.sealed_entry
+        return self.encode_tagged(lambda _: self.head_tag)
+
+    def encode_tagged(self, tag_of: Callable[[bytes], bytes]) -> bytes:
+        """The body with the head tag ``tag_of(head)``: a writer tags the head for the place the frame
+        takes while it encodes it, so the head is packed once."""
+        head = self.head()
+        tag = tag_of(head)
+        if len(tag) != TAG_LEN:
+            raise ValueError(f"a record's head tag is {TAG_LEN} bytes, got {len(tag)}")
+        return head + tag + self.sealed_sid + self.sealed_entry
 
     @classmethod
     def decode(cls, body: bytes) -> RecordFrame:

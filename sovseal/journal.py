@@ -18,6 +18,7 @@ old frame appended again show as a break in the numbering (:class:`Order`).
 
 from __future__ import annotations
 
+import hashlib
 import hmac
 import mmap
 import os
@@ -101,7 +102,10 @@ class Journal:
     def __init__(self, path: Path, key: bytes) -> None:
         self.path = path
         self._key = key  # the store's journal key; frame MACs use a key derived from it and the journal id
-        self._frame_key = b""  # known once the header is read or written
+        # HMACs under the frame key, known once the header is read or written, with their prefixes
+        # already absorbed: every MAC and head tag copies one instead of preparing key and prefix again.
+        self._frame_mac: hmac.HMAC | None = None
+        self._head_mac: hmac.HMAC | None = None
         self._seq_at: dict[int, int] = {}  # offset -> sequence number the frame there must carry
         created = not path.exists()
         self._fd = os.open(path, os.O_RDWR | os.O_CREAT | os.O_APPEND, 0o600)
@@ -118,7 +122,11 @@ class Journal:
         return os.fstat(self._fd).st_size
 
     def mac(self, seq: int, body: bytes) -> bytes:
-        return self._mac(self._key_for_frames(), seq, body)
+        """The MAC of the frame numbered ``seq`` (the same bytes as :meth:`_mac` under the frame key)."""
+        mac = self._prepared(self._frame_mac).copy()
+        mac.update(_SEQ.pack(seq))
+        mac.update(body)
+        return mac.digest()[:16]
 
     @staticmethod
     def _mac(frame_key: bytes, seq: int, body: bytes) -> bytes:
@@ -131,12 +139,24 @@ class Journal:
         number its place in the journal calls for) tells which branch, parent and path the record
         really has, so the damage is pinned on that record alone.
         """
-        return hmac.digest(self._key_for_frames(), _HEAD_TAG_PREFIX + _SEQ.pack(seq) + head, "sha256")[:16]
+        mac = self._prepared(self._head_mac).copy()
+        mac.update(_SEQ.pack(seq))
+        mac.update(head)
+        return mac.digest()[:16]
 
-    def _key_for_frames(self) -> bytes:
-        if not self._frame_key:
+    @staticmethod
+    def _prepared(mac: hmac.HMAC | None) -> hmac.HMAC:
+        if mac is None:
             raise RuntimeError("the journal's header has not been read or written yet: scan(0) or append first")
-        return self._frame_key
+        return mac
+
+    def _use_frame_key(self, frame_key: bytes) -> None:
+        """Adopt the frame key of this journal (derived from its id) and prepare its two HMACs."""
+        self._frame_mac = hmac.new(frame_key, _MAC_PREFIX, hashlib.sha256)
+        self._head_mac = hmac.new(frame_key, _HEAD_TAG_PREFIX, hashlib.sha256)
+
+    def _forget_frame_key(self) -> None:
+        self._frame_mac = self._head_mac = None
 
     def _derive_frame_key(self, journal_id: bytes) -> bytes:
         return hmac.digest(self._key, _FRAME_KEY_PREFIX + journal_id, "sha256")
@@ -145,7 +165,7 @@ class Journal:
         """A fresh random journal id, sealed into the header a new journal starts with."""
         journal_id = os.urandom(16)
         fields = JOURNAL_HEADER.pack(_MAGIC, FORMAT, journal_id, bytes(16))[:-16]
-        self._frame_key = self._derive_frame_key(journal_id)
+        self._use_frame_key(self._derive_frame_key(journal_id))
         self._remember(JOURNAL_HEADER.size, 0)
         return fields + hmac.digest(self._key, _HEADER_MAC_PREFIX + fields, "sha256")[:16]
 
@@ -166,7 +186,7 @@ class Journal:
                     f"the journal {self.path} has format {version}; this sovseal reads format {FORMAT} only. Nothing was "
                     "changed. Open it with the sovseal version that wrote it."
                 )
-            self._frame_key = frame_key
+            self._use_frame_key(frame_key)
             self._remember(JOURNAL_HEADER.size, 0)
             return
         if self._any_authentic(mm, size, frame_key):
@@ -219,27 +239,41 @@ class Journal:
         for stale in [o for o in self._seq_at if o > offset]:
             del self._seq_at[stale]
 
-    def next_seq(self) -> int:
-        """The sequence number of the next frame appended; the journal must have been scanned to its end."""
-        start = self.size()
-        if start == 0:
+    def next_seq(self, end: int | None = None) -> int:
+        """The sequence number of the next frame appended at ``end`` (default: the file's size).
+
+        ``end`` must be where a scan or append of this handle ended: a writer that holds the lock
+        and has caught up passes the end it knows, and :meth:`append` checks it is still the size.
+        """
+        if end is None:
+            end = self.size()
+        if end == 0:
             return 0
-        seq = self._seq_at.get(start)
+        seq = self._seq_at.get(end)
         if seq is None:
             raise RuntimeError("scan the journal to its end before appending: the next sequence number is unknown")
         return seq
 
-    def append(self, bodies: list[bytes], *, sync: bool = True) -> int:
+    def append(self, bodies: list[bytes], *, sync: bool = True, expect: int | None = None) -> int:
         """Append frames with one write and fsync them; returns the offset the write started at.
 
         A new (empty) journal gets its header in the same write, so it is durable with its first frame.
+
+        ``expect``: where the caller (holding the writer lock, caught up) knows the journal ends,
+        and numbered its frames for; a journal of another size means another writer got in, and
+        nothing is written (StorageError).
 
         On any failure the file is cut back to where it was, so a failed append leaves no
         partial frame behind for the next writer (and the caller's store fails loudly).
         ``sync=False`` is for bulk imports that call :meth:`sync` once at the end.
         """
         start = self.size()
-        first = self.next_seq()
+        if expect is not None and start != expect:  # checked even under python -O
+            raise StorageError(
+                f"the journal grew while this process held the writer lock (expected byte {expect}, found {start}): "
+                "the file lock is not effective here (a network file system?); keep the store on a local disk"
+            )
+        first = self.next_seq(start)
         header = self._new_header() if start == 0 else b""  # a new journal: its id goes in with its first frames
         data = header + b"".join(self.encode(first + i, b) for i, b in enumerate(bodies))
         if len(data) > MAX_TORN_TAIL:
@@ -253,7 +287,7 @@ class Journal:
         except BaseException as exc:
             self.cut_back(start)
             if header:
-                self._frame_key = b""  # the header is gone with the rest: the next append writes a new one
+                self._forget_frame_key()  # the header is gone with the rest: the next append writes a new one
             if isinstance(exc, OSError):
                 raise self._refused(exc) from exc
             raise

@@ -9,7 +9,6 @@ processes appending to one store form one chain per branch.
 
 from __future__ import annotations
 
-import dataclasses
 import hashlib
 import hmac
 import json
@@ -24,7 +23,7 @@ from typing import Any
 
 from . import frames as fr
 from .canonical import canonicalize, loads
-from .crypto import Sealer, derive_subkeys, keyed_id, record_aad
+from .crypto import IdKey, Sealer, derive_subkeys, keyed_id, record_aad
 from .durable import atomic_write, make_dirs
 from .entries import Entry, snapshot_id
 from .errors import (
@@ -79,6 +78,7 @@ class LocalStore:
         self.lock_timeout = lock_timeout
         make_dirs(directory)
         self._keys = derive_subkeys(master)
+        self._ids = IdKey(self._keys.k_id)
         self._key_confirmed = False  # store.json names this key's id (set by _check_meta)
         self.store_uuid = self._check_meta()
         self._journal = Journal(directory / _JOURNAL, bytes.fromhex(keyed_id(self._keys.k_id, "frame-mac", "v1")))
@@ -207,7 +207,7 @@ class LocalStore:
         if found is None:
             if len(self._wire_ids) >= _ID_CACHE:
                 self._wire_ids.clear()
-            found = self._wire_ids[sid] = bytes.fromhex(keyed_id(self._keys.k_id, "snap", sid))
+            found = self._wire_ids[sid] = self._ids.digest("snap", sid)
         return found
 
     def path_hash(self, path: str) -> bytes:
@@ -215,7 +215,7 @@ class LocalStore:
         if found is None:
             if len(self._path_hashes) >= _ID_CACHE:
                 self._path_hashes.clear()
-            found = self._path_hashes[path] = bytes.fromhex(keyed_id(self._keys.k_id, "path", path))
+            found = self._path_hashes[path] = self._ids.digest("path", path)
         return found
 
     def branch_id(self, name: str) -> bytes:
@@ -223,7 +223,7 @@ class LocalStore:
         if found is None:
             if len(self._branch_ids) >= _ID_CACHE:
                 self._branch_ids.clear()
-            found = self._branch_ids[name] = bytes.fromhex(keyed_id(self._keys.k_id, "branch", name))[: fr.BRANCH_ID_LEN]
+            found = self._branch_ids[name] = self._ids.digest("branch", name)[: fr.BRANCH_ID_LEN]
         return found
 
     # -- reading -------------------------------------------------------------------------
@@ -336,34 +336,39 @@ class LocalStore:
 
     # -- writing -------------------------------------------------------------------------
 
-    def _append(self, bodies: list[bytes], *, sync: bool = True) -> None:
-        start = self._journal.append(bodies, sync=sync)
-        if start != self._end:  # checked even under python -O: two writers at once would corrupt the lineage
-            raise StorageError(
-                f"the journal grew while this process held the writer lock (expected byte {self._end}, found {start}): "
-                "the file lock is not effective here (a network file system?); keep the store on a local disk"
-            )
-        # Apply what was just written from memory: this handle was caught up (checked above) and
-        # holds the writer lock, so re-reading the frames would only find these same bytes.
+    def _append(self, frames: list[fr.Frame], *, sync: bool = True) -> None:
+        """Append ``frames`` in one write (fsynced unless ``sync=False``) and apply them to the lineage.
+
+        Each record frame is tagged for the place it takes (:meth:`Journal.tag`). The caller holds
+        the writer lock and has caught up, so the journal ends at ``self._end``: the frames are
+        numbered from there, and the journal refuses the write if it does not end there after all.
+        What was written is applied from the frames in memory: re-reading it would only find these
+        same bytes.
+        """
+        first = self._journal.next_seq(self._end)
+        bodies = [self._encode(frame, first + i) for i, frame in enumerate(frames)]
+        start = self._journal.append(bodies, sync=sync, expect=self._end)
         offset = max(start, JOURNAL_HEADER.size)  # a new journal's header went in the same write
-        for body in bodies:
+        for frame, body in zip(frames, bodies, strict=True):
             size = len(body) + HEADER.size
-            self._lineage.apply(fr.decode(body), offset, size, True)
+            self._lineage.apply(frame, offset, size, True)
             offset += size
         self._end = offset
         self._count_seals()
 
-    def _tagged(self, frame: fr.RecordFrame) -> bytes:
-        """A record frame's body with its head tag, for the place it takes: the next append's first frame."""
-        return dataclasses.replace(frame, head_tag=self._journal.tag(self._journal.next_seq(), frame.head())).encode()
+    def _encode(self, frame: fr.Frame, seq: int) -> bytes:
+        """A frame's body for the place numbered ``seq``: a record's head is tagged for that place."""
+        if isinstance(frame, fr.RecordFrame):
+            return frame.encode_tagged(lambda head: self._journal.tag(seq, head))
+        return frame.encode()
 
-    def _branch_frame(self, reason: fr.BranchReason, name: str, head: int) -> bytes:
+    def _branch_frame(self, reason: fr.BranchReason, name: str, head: int) -> fr.BranchFrame:
         branch_id = self.branch_id(name)
         head_wire = self._lineage.nodes[head].wire_id if head >= 0 else fr.NO_ID
         at = time.time()
         event = {"branch": name, "head": self.sid_of(head) if head >= 0 else None, "reason": reason.name.lower(), "at": at}
         sealed = self._sync.seal(canonicalize(event), self._branch_aad(branch_id, head_wire, reason))
-        return fr.BranchFrame(reason, at, branch_id, head_wire, sealed).encode()
+        return fr.BranchFrame(reason, at, branch_id, head_wire, sealed)
 
     def _ensure_branch(self, name: str) -> None:
         if self.branch_id(name) not in self._lineage.branches:
@@ -427,7 +432,7 @@ class LocalStore:
                 wire, at = self._lineage.nodes[visible].wire_id, time.time()
                 event = canonicalize({"reinforce": self.sid_of(visible), "at": at})
                 sealed = self._sync.seal(event, self._reinforce_aad(wire))
-                self._append([fr.ReinforceFrame(at, wire, sealed).encode()], sync=sync)
+                self._append([fr.ReinforceFrame(at, wire, sealed)], sync=sync)
                 return Appended(self._lineage.nodes[visible], self.sid_of(visible), reinforced=True)
         parent_id = self.sid_of(parent_idx) if parent_idx >= 0 else ""
         sid = snapshot_id(canonical, parent_id)
@@ -450,7 +455,7 @@ class LocalStore:
             sealed_sid=self._rest.seal(sid.encode("ascii"), b"sid:" + wire),
             sealed_entry=self._sync.seal(canonical, aad),
         )
-        self._append([self._tagged(frame)], sync=sync)
+        self._append([frame], sync=sync)
         idx = self._lineage.by_wire[wire]
         self._sids[idx] = sid
         return Appended(self._lineage.nodes[idx], sid, reinforced=False)
@@ -515,7 +520,7 @@ class LocalStore:
         with self._writing():
             known = [i for i in wanted if i in self._lineage.pending]
             for start in range(0, len(known), _ACKS_PER_FRAME):
-                self._append([fr.AckFrame(tuple(known[start : start + _ACKS_PER_FRAME])).encode()])
+                self._append([fr.AckFrame(tuple(known[start : start + _ACKS_PER_FRAME]))])
 
     def import_items(self, items: list[WireItem]) -> list[WireItem]:
         """Replay items pulled from a server, in order; returns the suffix that must wait.
@@ -530,15 +535,15 @@ class LocalStore:
         with self._unsynced_batch():
             for position, item in enumerate(items):
                 try:
-                    body = self._from_wire(item)
+                    frame = self._from_wire(item)
                 except _NotYet:
                     return list(items[position:])
-                if body is not None:
-                    self._append([body, fr.AckFrame((bytes.fromhex(item.id),)).encode()], sync=False)
+                if frame is not None:
+                    self._append([frame, fr.AckFrame((bytes.fromhex(item.id),))], sync=False)
         return []
 
-    def _from_wire(self, item: WireItem) -> bytes | None:
-        """One item as a frame body (None: already here). Raises IntegrityError on anything forged."""
+    def _from_wire(self, item: WireItem) -> fr.Frame | None:
+        """One item as a frame (None: already here). Raises IntegrityError on anything forged."""
         lineage = self._lineage
         ident = bytes.fromhex(item.id)
         if item.kind == "record":
@@ -554,17 +559,15 @@ class LocalStore:
             entry = Entry.from_canonical(canonical)
             if self.wire_id(sid) != ident or self.path_hash(entry.path) != path_hash:
                 raise IntegrityError(f"replicated record {item.id} does not re-derive its ids; it was not imported")
-            return self._tagged(
-                fr.RecordFrame(
-                    op=fr.Op.DELETE if entry.op == "delete" else fr.Op.STORE,
-                    created_at=item.created_at,
-                    wire_id=ident,
-                    parent_wire_id=parent_wire,
-                    branch_id=branch_id,
-                    path_hash=path_hash,
-                    sealed_sid=self._rest.seal(sid.encode("ascii"), b"sid:" + ident),
-                    sealed_entry=item.sealed,
-                )
+            return fr.RecordFrame(
+                op=fr.Op.DELETE if entry.op == "delete" else fr.Op.STORE,
+                created_at=item.created_at,
+                wire_id=ident,
+                parent_wire_id=parent_wire,
+                branch_id=branch_id,
+                path_hash=path_hash,
+                sealed_sid=self._rest.seal(sid.encode("ascii"), b"sid:" + ident),
+                sealed_entry=item.sealed,
             )
         if hashlib.sha256(item.sealed).hexdigest() != item.id:
             raise IntegrityError(f"replicated event {item.id} does not match its bytes; it was not imported")
@@ -575,14 +578,14 @@ class LocalStore:
             raise _NotYet
         if item.kind == "reinforce":
             self._sync.open(item.sealed, self._reinforce_aad(target))
-            return fr.ReinforceFrame(item.created_at, target, item.sealed).encode()
+            return fr.ReinforceFrame(item.created_at, target, item.sealed)
         try:
             reason = fr.BranchReason[item.reason]
         except KeyError:
             raise IntegrityError(f"replicated branch event {item.id} has an unknown reason") from None
         frame = fr.BranchFrame(reason, item.created_at, bytes.fromhex(item.branch), target, item.sealed)
         self._open_branch_event(frame)
-        return frame.encode()
+        return frame
 
     # -- facts for status() --------------------------------------------------------------
 
