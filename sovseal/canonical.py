@@ -134,15 +134,20 @@ def _emit_subclass(value: object, out: _Out) -> None:
         raise _Reject
 
 
+#: Object keys already quoted, with their colon: records repeat the same few keys ("op", "path",
+#: "payload", and each application's own), and a lookup costs less than quoting. Bounded: short keys
+#: only, and no new ones once full.
+_QUOTED_KEYS: dict[str, str] = {}
+_QUOTED_KEYS_MAX = 4096
+_QUOTED_KEY_CHARS = 64
+
+
 def _emit_dict(value: dict[Any, Any], out: _Out) -> None:
     """Emit an object with members sorted by the UTF-16 code units of their keys (RFC 8785 3.2.3)."""
-    ascii_only = True
-    for key in value:
-        if type(key) is not str:
-            if not isinstance(key, str):
-                raise _Reject
-        if ascii_only and not key.isascii():
-            ascii_only = False
+    try:
+        ascii_only = "".join(value).isascii()  # one pass in C; a key that is not a str raises TypeError
+    except TypeError:
+        raise _Reject from None
     # Code point order equals UTF-16 order except between astral characters and U+E000..U+FFFF,
     # so the cheap sort is exact for ASCII keys; otherwise sort on the UTF-16-BE encoding.
     # (A lone surrogate in a key makes the encode fail, which is caught as bad input.)
@@ -150,16 +155,26 @@ def _emit_dict(value: dict[Any, Any], out: _Out) -> None:
         keys = sorted(value)
     else:
         keys = sorted(value, key=_utf16_key)
-    out("{")
-    first = True
+    quoted = _QUOTED_KEYS
+    separator = "{"
     for key in keys:
-        if not first:
-            out(",")
-        first = False
-        out(_quote(str.__str__(key)))
-        out(":")
-        _emit(value[key], out)
-    out("}")
+        out(separator)
+        separator = ","
+        if type(key) is str:  # a subclass may compare equal to a cached key yet differ: never cached
+            prefix = quoted.get(key)
+            if prefix is None:
+                prefix = _quote(key) + ":"
+                if len(key) <= _QUOTED_KEY_CHARS and len(quoted) < _QUOTED_KEYS_MAX:
+                    quoted[key] = prefix
+            out(prefix)
+        else:
+            out(_quote(str.__str__(key)) + ":")
+        item = value[key]
+        if type(item) is str:  # the common member, emitted without a call
+            out(_quote(item))
+        else:
+            _emit(item, out)
+    out("}" if separator == "," else "{}")
 
 
 def _utf16_key(key: str) -> bytes:

@@ -18,6 +18,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from sovseal import canonical as canonical_module
 from sovseal.canonical import MAX_SAFE_INTEGER, canonicalize, loads
 from sovseal.errors import CanonicalizationError, InvalidInputError
 
@@ -116,6 +117,26 @@ class _Kind(str, enum.Enum):
 def test_subclasses_serialize_by_value_not_str() -> None:
     value = OrderedDict([("k", _Kind.EPISODIC), ("n", _Color.RED)])
     assert canonicalize(value) == b'{"k":"episodic","n":7}'
+
+
+class _EqualsEverything(str):
+    def __eq__(self, other: object) -> bool:
+        return True
+
+    __hash__ = str.__hash__
+
+
+def test_quoted_keys_are_remembered_for_plain_str_keys_only() -> None:
+    """Keys are quoted once and remembered; a str subclass (which may claim to equal a remembered
+    key) is always quoted from its own value, and the memory stays bounded."""
+    assert canonicalize({"payload": 1, "a\n": 2}) == b'{"a\\n":2,"payload":1}'
+    assert canonicalize({"payload": 1, "a\n": 2}) == b'{"a\\n":2,"payload":1}'  # from memory: the same bytes
+    assert canonicalize({_EqualsEverything("zz"): 1}) == b'{"zz":1}'
+    assert canonicalize({}) == b"{}" and canonicalize({"e": {}}) == b'{"e":{}}'
+    for i in range(canonical_module._QUOTED_KEYS_MAX + 10):
+        canonicalize({f"key-{i}": i, "x" * 100: 0})
+    assert len(canonical_module._QUOTED_KEYS) <= canonical_module._QUOTED_KEYS_MAX
+    assert "x" * 100 not in canonical_module._QUOTED_KEYS
 
 
 @pytest.mark.parametrize(
