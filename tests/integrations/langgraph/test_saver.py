@@ -1,6 +1,7 @@
 """The saver's sovseal semantics beyond the conformance suite: large checkpoints in parts, copy_thread
 sharing records, append-only deletion, prune re-rooting, deletions surviving a fork, a second handle
-on the same store, and one handle shared with the store."""
+on the same store (and its pending writes for a checkpoint the first stored), and one handle shared
+with the store."""
 
 from __future__ import annotations
 
@@ -11,7 +12,7 @@ from typing import Any
 from langgraph.checkpoint.base import empty_checkpoint
 from langgraph.checkpoint.base.id import uuid6
 from langgraph.checkpoint.sovseal import SovsealSaver
-from langgraph.checkpoint.sovseal._layout import live_branch
+from langgraph.checkpoint.sovseal._layout import checkpoint_path, live_branch, writes_branch, writes_path
 from langgraph.store.sovseal import SovsealStore
 
 from sovseal import Sovseal
@@ -131,6 +132,23 @@ def test_a_second_handle_sees_what_the_first_wrote(saver_dir: Path, key: bytes) 
         assert ids(first, "shared") == [b["configurable"]["checkpoint_id"], a["configurable"]["checkpoint_id"]]
         first.delete_thread("shared")
         assert ids(second, "shared") == []
+
+
+def test_writes_for_a_checkpoint_another_handle_stored_are_bound_to_its_record(saver_dir: Path, key: bytes) -> None:
+    """A handle whose index predates a checkpoint (another handle stored it) finds it when it
+    stores the checkpoint's pending writes, and binds them to that checkpoint's record."""
+    with SovsealSaver.open(saver_dir, key=key) as first, SovsealSaver.open(saver_dir, key=key) as second:
+        a = put(first, "t", step=0)
+        second.put_writes(a, [("channel", "first")], "task-0")  # the second handle has loaded the thread and its writes
+        b = put(first, "t", a, step=1)
+        b_id = b["configurable"]["checkpoint_id"]
+        second.put_writes(b, [("channel", "value")], "task-1")
+        found = first.get_tuple(b)
+        assert found is not None and found.pending_writes == [("task-1", "channel", "value")]
+        writes = second.sovseal.view(writes_branch("t")).get(writes_path("t", "", b_id, "task-1"))
+        checkpoint = second.sovseal.view(live_branch("t")).get(checkpoint_path("t", "", b_id))
+        assert writes is not None and checkpoint is not None
+        assert writes.payload["checkpoint_snapshot"] == checkpoint.snapshot_id
 
 
 def test_one_handle_shared_by_saver_and_store(tmp_path: Path, key: bytes) -> None:

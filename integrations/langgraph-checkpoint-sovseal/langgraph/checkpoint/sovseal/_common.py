@@ -8,6 +8,7 @@ handle therefore share the lock and never see each other's branch.
 
 from __future__ import annotations
 
+import functools
 import threading
 import weakref
 from collections.abc import Iterator
@@ -101,7 +102,9 @@ def ensure_anchor(handle: Sovseal) -> str:
 # -- paths: every path component is percent-encoded, so "/" separates and nothing else does --------
 
 
+@functools.lru_cache(maxsize=4096)
 def q(component: str) -> str:
+    """The percent-encoded component (cached: a thread's id and namespace are encoded on every operation)."""
     return quote(component, safe="")
 
 

@@ -350,7 +350,7 @@ class _SovsealSaverBase(BaseCheckpointSaver[str]):
         moved are the others. Reads check every branch of the thread.
         """
         if only is not None and only in fam.heads:
-            if self._heads([only])[only] == fam.heads[only]:
+            if self._s.branch_view(only).snapshot() == fam.heads[only]:
                 return
         if only in (None, fam.writes) and fam.writes not in fam.heads:
             self._discover_writes(fam)
@@ -782,14 +782,18 @@ class _SovsealSaverBase(BaseCheckpointSaver[str]):
             "checkpoint": self.serde.dumps_typed(checkpoint),
             "metadata": self.serde.dumps_typed(_metadata_for(config, metadata)),
         }
+        # Encoded before the lock, so this runs while another operation of the handle waits on the disk.
+        new_path = checkpoint_path(thread_id, ns, checkpoint_id)
+        descriptors, parts = pack_blobs(new_path, blobs)
         with self._s.lock:
             fam = self._family(thread_id, create=True, only=live_branch(thread_id))
             assert fam is not None  # nosec B101 -- type narrowing: create=True always returns a family
             ids = fam.checkpoints.get(ns, {})
             existing = ids.get(checkpoint_id)
-            path = existing or checkpoint_path(thread_id, ns, checkpoint_id)
+            path = existing or new_path
             parent_ref = fam.merged.get(ids[parent_id]) if parent_id and parent_id in ids else None
-            descriptors, parts = pack_blobs(path, blobs)
+            if parts and path != new_path:  # parts name the record they belong to
+                descriptors, parts = pack_blobs(path, blobs)
             payload = {
                 "lg": "checkpoint",
                 "format": FORMAT,
@@ -829,11 +833,15 @@ class _SovsealSaverBase(BaseCheckpointSaver[str]):
         incoming: dict[int, tuple[str, tuple[str, bytes]]] = {}
         for idx, (channel, value) in enumerate(writes):
             incoming[WRITES_IDX_MAP.get(channel, idx)] = (channel, self.serde.dumps_typed(value))
+        # Packed before the lock for the usual case, a task's first writes (no record to merge with),
+        # so this runs while another operation of the handle waits on the disk.
+        new_path = writes_path(thread_id, ns, checkpoint_id, task_id)
+        first_pack = pack_blobs(new_path, {f"w{k}": typed_value for k, (_, typed_value) in incoming.items()})
         with self._s.lock:
             fam = self._family(thread_id, create=True, only=writes_branch(thread_id))
             assert fam is not None  # nosec B101 -- type narrowing: create=True always returns a family
             self._ensure_writes_branch(fam)
-            path = fam.task_writes.get((ns, checkpoint_id), {}).get(task_id) or writes_path(thread_id, ns, checkpoint_id, task_id)
+            path = fam.task_writes.get((ns, checkpoint_id), {}).get(task_id) or new_path
             record = self._writes_record(fam, path) if path in fam.merged else None
             current = record.payload if record is not None else None
             entries: dict[int, dict[str, Any]] = {e["idx"]: e for e in current["writes"]} if current else {}
@@ -842,13 +850,18 @@ class _SovsealSaverBase(BaseCheckpointSaver[str]):
                 fresh = {k: v for k, v in fresh.items() if k not in entries or not self._same(fam, path, record, entries[k], *v)}
             if not fresh:
                 return
-            budget = RECORD_BLOB_CHARS - sum(inline_chars(e.get("blob", {})) for k, e in entries.items() if k not in fresh)
-            descriptors, parts = pack_blobs(path, {f"w{k}": typed_value for k, (_, typed_value) in fresh.items()}, budget)
+            if record is None and path == new_path:  # nothing to merge: what was packed before the lock
+                descriptors, parts = first_pack
+            else:
+                budget = RECORD_BLOB_CHARS - sum(inline_chars(e.get("blob", {})) for k, e in entries.items() if k not in fresh)
+                descriptors, parts = pack_blobs(path, {f"w{k}": typed_value for k, (_, typed_value) in fresh.items()}, budget)
             for k, (channel, _) in fresh.items():
                 entries[k] = {"idx": k, "channel": channel, "blob": descriptors[f"w{k}"]}
             cp_path = fam.checkpoints.get(ns, {}).get(checkpoint_id)
-            if cp_path is None:  # a checkpoint another process stored: look at every branch
-                self._refresh(fam)
+            if cp_path is None:
+                # Not stored yet (its put may be waiting for this lock), or stored by another handle:
+                # then on the live branch, whose HEAD moved (archives appear only with a fork, which moves it too).
+                self._refresh(fam, only=fam.live)
                 cp_path = fam.checkpoints.get(ns, {}).get(checkpoint_id)
             payload = {
                 "lg": "writes",
