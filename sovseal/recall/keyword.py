@@ -24,7 +24,10 @@ class KeywordIndex:
     def __init__(self) -> None:
         self._nodes: dict[str, array] = {}
         self._tfs: dict[str, array] = {}
-        self._cache: dict[str, tuple[int, np.ndarray, np.ndarray]] = {}
+        # term -> (statistics it was computed under, its nodes, their BM25 contributions): the
+        # statistics change with every record added, so a term's contributions are reused only
+        # while no record was (a burst of recalls between stores).
+        self._cache: dict[str, tuple[tuple[int, int, float, float], np.ndarray, np.ndarray]] = {}
         self._length = np.zeros(1024, dtype=np.float32)
         self.documents = 0
         self._total = 0
@@ -47,14 +50,21 @@ class KeywordIndex:
             nodes.append(idx)
             self._tfs[term].append(count)
 
-    def _postings(self, term: str) -> tuple[np.ndarray, np.ndarray] | None:
+    def _contributions(self, term: str, k1: float, b: float) -> tuple[np.ndarray, np.ndarray] | None:
+        """The nodes holding ``term`` and the BM25 score it gives each of them."""
         nodes = self._nodes.get(term)
         if nodes is None:
             return None
+        stats = (self.documents, self._total, k1, b)  # documents grow whenever postings do
         cached = self._cache.get(term)
-        if cached is None or cached[0] != len(nodes):
-            cached = (len(nodes), np.array(nodes, dtype=np.int64), np.array(self._tfs[term], dtype=np.float32))
-            self._cache[term] = cached
+        if cached is None or cached[0] != stats:
+            held = np.array(nodes, dtype=np.int64)
+            tf = np.array(self._tfs[term], dtype=np.float32)
+            average = max(self._total / self.documents, 1e-9)
+            df = len(nodes)
+            idf = math.log(1.0 + (self.documents - df + 0.5) / (df + 0.5))
+            norm = k1 * (1.0 - b + b * self._length[held] / average)
+            cached = self._cache[term] = (stats, held, (idf * (k1 + 1.0)) * tf / (tf + norm))
         return cached[1], cached[2]
 
     def scores(self, terms: list[str], size: int, k1: float, b: float) -> np.ndarray:
@@ -62,17 +72,13 @@ class KeywordIndex:
         out = np.zeros(size, dtype=np.float32)
         if not self.documents:
             return out
-        average = max(self._total / self.documents, 1e-9)
         for term in dict.fromkeys(terms):  # distinct, in order
-            postings = self._postings(term)
-            if postings is None:
+            found = self._contributions(term, k1, b)
+            if found is None:
                 continue
-            nodes, tf = postings
+            nodes, score = found
             if self._top >= size:  # only when the caller asks about fewer nodes than were added
                 keep = nodes < size
-                nodes, tf = nodes[keep], tf[keep]
-            df = len(self._nodes[term])
-            idf = math.log(1.0 + (self.documents - df + 0.5) / (df + 0.5))
-            norm = k1 * (1.0 - b + b * self._length[nodes] / average)
-            out[nodes] += (idf * (k1 + 1.0)) * tf / (tf + norm)
+                nodes, score = nodes[keep], score[keep]
+            out[nodes] += score
         return out
