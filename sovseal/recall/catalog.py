@@ -61,8 +61,10 @@ class Catalog:
         self.indexed = _grow(self.indexed, need, False)
         self.type_code = _grow(self.type_code, need, -1)
         self.prov_code = _grow(self.prov_code, need, -1)
-        self.parent = _grow(self.parent, need, -1)
-        self.child = _grow(self.child, need, -1)
+        # One spare slot past the last node, always -1: ``links[-1]`` is -1, so a step along the
+        # links from "no node" (-1) is a plain gather (see recall.engine._step).
+        self.parent = _grow(self.parent, need + 1, -1)
+        self.child = _grow(self.child, need + 1, -1)
         self.paths.extend([None] * (need - len(self.paths)))
         self.metadata.extend([None] * (need - len(self.metadata)))
         self.size = need

@@ -13,6 +13,12 @@ processes appended. A recall:
    multiplies by decay and reinforcement;
 5. opens every record it returns (decrypt, re-derive the snapshot id): one that fails raises
    IntegrityError instead of being returned.
+
+Past the two retrievers a recall works on arrays of its few hundred candidates, never on arrays
+over every record. What does not depend on the query is kept between recalls, each for as long
+as the store cannot have changed it: each node's reinforcement (until a reinforcement event), its
+cosine to its parent (until its vector is replaced) and to its far node (until the lineage
+grows), each term's BM25 contributions (until a record is added).
 """
 
 from __future__ import annotations
@@ -23,13 +29,14 @@ import time
 from collections import OrderedDict
 from collections.abc import Callable
 from dataclasses import dataclass
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, TypeVar
 
 import numpy as np
 
 from ..entries import MEMORY_TYPES, memory_text
 from ..errors import IntegrityError
 from ..frames import Op
+from ..index import Dense
 from . import text
 from .catalog import Catalog
 from .filters import Filter
@@ -43,6 +50,7 @@ if TYPE_CHECKING:
     from ..store import LocalStore, Opened
 
 log = logging.getLogger(__name__)
+_T = TypeVar("_T")
 
 QUERY_CACHE_SIZE = 256
 _CHUNK = 256  # records opened per hold of the store's lock while loading
@@ -77,6 +85,8 @@ class RecallEngine:
         self._hwm = 0  # every node below this is in the catalog
         self._queries: OrderedDict[str, np.ndarray] = OrderedDict()
         self._views: dict[bytes, _View] = {}
+        self._reinforcement = _Reinforcement()
+        self._pairs = _PairCosines()
         self._ready = threading.Event()
         self.load_seconds: float | None = None
         self._thread = threading.Thread(target=self._load, name="sovseal-recall-catalog", daemon=True)
@@ -222,21 +232,7 @@ class RecallEngine:
         vector = self.query_vector(query)
         terms = text.tokens(query)
         index = self._vector_index(int(vector.shape[0]))
-        self.wait_ready()
-        for attempt in range(3):
-            with self._store.reading() as lineage:
-                self.sync(lineage)
-                branch = self._store.branch(branch_name)
-                visible = self.visible(lineage, branch)
-                self._check_damage(visible)
-                with self._lock:
-                    visible = self.catalog.searchable(visible)
-                missing = index.missing_in(visible)
-                if len(missing) == 0 or attempt == 2:
-                    return self._rank(lineage, index, vector, terms, k, tree, visible)
-                texts = [memory_text(self._store.open(int(i)).entry) for i in missing]
-            index.add(missing.tolist(), self._embed(texts))  # outside the lock: embedding can be slow
-        raise AssertionError("unreachable")
+        return self._searching(index, branch_name, lambda lineage, searchable: self._rank(lineage, index, vector, terms, k, tree, searchable))
 
     def by_vector(self, vector: np.ndarray, k: int, tree: Filter | None, branch_name: str) -> list[tuple[Opened, float]]:
         """Dense search only among the records visible at the branch's HEAD; scores are cosine similarities."""
@@ -248,26 +244,40 @@ class RecallEngine:
             from ..errors import InvalidInputError
 
             raise InvalidInputError(f"the vector has {vector.shape[0]} dimensions; this store's index has {index.dim}")
+
+        def search(lineage: Lineage, searchable: np.ndarray) -> list[tuple[Opened, float]]:
+            with self._lock:
+                allowed = self._allowed(searchable, tree)
+            if not allowed.any():
+                return []
+            nodes, scores = index.search_arrays(vector, k, allowed)
+            return [(self._store.open(n), s) for n, s in zip(nodes.tolist(), scores.tolist(), strict=True)]
+
+        return self._searching(index, branch_name, search)
+
+    def _searching(self, index: VectorIndex, branch_name: str, search: Callable[[Lineage, np.ndarray], _T]) -> _T:
+        """Run ``search`` under the store's lock over the records recall may rank at the branch's
+        HEAD (a mask over nodes). Records without a vector yet (stored by another process, or lost
+        with the index) are embedded first, outside the lock; the third time round the search runs
+        over whatever has a vector."""
         self.wait_ready()
         for attempt in range(3):
             with self._store.reading() as lineage:
                 self.sync(lineage)
-                branch = self._store.branch(branch_name)
-                visible = self.visible(lineage, branch)
+                visible = self.visible(lineage, self._store.branch(branch_name))
                 self._check_damage(visible)
                 with self._lock:
-                    visible = self.catalog.searchable(visible)
-                missing = index.missing_in(visible)
+                    searchable = self.catalog.searchable(visible)
+                missing = index.missing_in(searchable)
                 if len(missing) == 0 or attempt == 2:
-                    with self._lock:
-                        allowed = visible if tree is None else visible & self.catalog.mask(tree, len(visible))
-                    if not allowed.any():
-                        return []
-                    nodes, scores = index.search_arrays(vector, k, allowed)
-                    return [(self._store.open(int(n)), float(s)) for n, s in zip(nodes.tolist(), scores.tolist(), strict=True)]
+                    return search(lineage, searchable)
                 texts = [memory_text(self._store.open(int(i)).entry) for i in missing]
             index.add(missing.tolist(), self._embed(texts))  # outside the lock: embedding can be slow
         raise AssertionError("unreachable")
+
+    def _allowed(self, searchable: np.ndarray, tree: Filter | None) -> np.ndarray:
+        """The records a search may return: ``searchable`` and the filter (the caller holds the lock)."""
+        return searchable if tree is None else searchable & self.catalog.mask(tree, len(searchable))
 
     def embed_missing(self, index: VectorIndex, nodes: list[int]) -> None:
         """Embed the given records that have no vector (skipping ones that fail to open)."""
@@ -304,73 +314,93 @@ class RecallEngine:
         tree: Filter | None,
         visible: np.ndarray,
     ) -> list[tuple[Opened, float]]:
+        """The top ``k`` of the fused, decayed and reinforced scores (:mod:`sovseal.recall.params`).
+
+        ``visible``: the records recall may rank at HEAD. Everything past the two retrievers works
+        on the few hundred candidates and their neighbours, never on arrays over every record.
+        """
+        with self._lock:
+            fused = self._fuse(index, vector, terms, k, tree, visible)
+        return [] if fused is None else self._finish(lineage, *fused, k)
+
+    def _fuse(
+        self, index: VectorIndex, vector: np.ndarray, terms: list[str], k: int, tree: Filter | None, visible: np.ndarray
+    ) -> tuple[np.ndarray, np.ndarray] | None:
+        """The pool of candidates and their fused scores (None: nothing to rank); the caller holds the lock."""
         p = self.params
         size = len(visible)
-        with self._lock:
-            allowed = visible if tree is None else visible & self.catalog.mask(tree, size)
-            if not allowed.any():
-                return []
-            want = max(p.candidates, 2 * k)
-            if p.fusion == "keyword":
-                dense_nodes = np.zeros(0, dtype=np.int64)
-            else:
-                dense_nodes, _ = index.search_arrays(vector, want, allowed)
-            if p.fusion == "dense" or not terms:
-                bm = np.zeros(size, dtype=np.float32)
-            else:
-                bm = self.keywords.scores(terms, size, p.bm25_k1, p.bm25_b)
-                bm *= allowed
-            bm_max = float(bm.max()) if size else 0.0
-            if bm_max > 0:
-                hits = np.flatnonzero(bm)
-                if len(hits) > want:
-                    hits = hits[np.argpartition(-bm[hits], want - 1)[:want]]
-                kw_nodes = hits[np.lexsort((hits, -bm[hits]))]
-            else:
-                kw_nodes = np.zeros(0, dtype=np.int64)
-            if p.fusion == "dense":
-                candidates = dense_nodes
-            elif p.fusion == "keyword":
-                candidates = kw_nodes
-            else:
-                candidates = _distinct([dense_nodes, kw_nodes], size)
-            if not len(candidates):
-                return []
-            radius = len(p.neighbor_weights)
-            parent, child = self.catalog.parent, self.catalog.child
-            pool = candidates
-            if radius:
-                # Neighbours of the best candidates join the pool: a record can be found through its context.
-                first = self._base(index, vector, candidates, bm, bm_max, dense_nodes, kw_nodes)
-                seeds = candidates[np.argsort(-first, kind="stable")[: max(_SEEDS, 2 * k)]]
-                near = [seeds]
-                up = down = seeds
-                for _ in range(radius):
-                    up, down = _step(parent, up), _step(child, down)
-                    near += [up, down]
-                extra = np.concatenate(near)
-                extra = extra[extra >= 0]
-                pool = _distinct([candidates, extra[allowed[extra]]], size)
-            ups, downs = [pool], [pool]
+        allowed = self._allowed(visible, tree)
+        if not allowed.any():
+            return None
+        want = max(p.candidates, 2 * k)
+        if p.fusion == "keyword":
+            dense = Dense(np.zeros(0, dtype=np.int64), np.zeros(0, dtype=np.float32), None)
+        else:
+            dense = index.search_scored(vector, want, allowed, keep=True)
+        if p.fusion == "dense" or not terms:
+            bm, hits = None, np.zeros(0, dtype=np.int64)
+        else:
+            bm = self.keywords.scores(terms, size, p.bm25_k1, p.bm25_b)
+            hits = ((bm > 0) & allowed).nonzero()[0]  # every term scores > 0: the allowed nodes holding one
+        if len(hits):
+            assert bm is not None  # nosec B101 -- type narrowing: hits come from bm
+            if len(hits) > want:
+                hits = hits[np.argpartition(-bm[hits], want - 1)[:want]]
+            kw_nodes = hits[np.lexsort((hits, -bm[hits]))]
+        else:
+            kw_nodes = hits
+        scorer = _Scorer(p, index, vector, dense, kw_nodes, bm, allowed)
+        if p.fusion == "dense":
+            candidates = dense.nodes
+        elif p.fusion == "keyword":
+            candidates = kw_nodes
+        else:
+            candidates = _distinct([dense.nodes, kw_nodes], size)
+        if not len(candidates):
+            return None
+        radius = len(p.neighbor_weights)
+        parent, child = self.catalog.parent, self.catalog.child
+        pool = candidates
+        if radius:
+            # Neighbours of the best candidates join the pool: a record can be found through its context.
+            first = scorer.base(candidates)
+            seeds = candidates[np.argsort(-first, kind="stable")[: max(_SEEDS, 2 * k)]]
+            near = [seeds]
+            up = down = seeds
             for _ in range(radius):
-                ups.append(_step(parent, ups[-1]))
-                downs.append(_step(child, downs[-1]))
-            every = _distinct(ups + downs, size)
-            every = every[visible[every]]
-            base = self._base(index, vector, every, bm, bm_max, dense_nodes, kw_nodes)
-            fused = _lookup(every, base, pool)
-            gate = self._coherence(index, pool, visible) if radius else 0.0
+                up, down = _step(parent, up), _step(child, down)
+                near += [up, down]
+            extra = np.concatenate(near)
+            extra = extra[(extra >= 0) & (extra < size)]
+            pool = _distinct([candidates, extra[allowed[extra]]], size)
+        if not radius:
+            fused = scorer.base(pool)
+        else:
+            # The pool and its neighbours 1..radius steps up and down, scored in one call; a
+            # neighbour that is not visible here (or none) counts 0.
+            rings = [pool]
+            for links in (parent, child):
+                ring = pool
+                for _ in range(radius):
+                    ring = _step(links, ring)
+                    rings.append(ring)
+            flat = np.concatenate(rings)
+            ok = (flat >= 0) & (flat < size)
+            ok[ok] = visible[flat[ok]]
+            base = np.zeros(len(flat))
+            base[ok] = scorer.base(flat[ok])
+            base = base.reshape(len(rings), len(pool))  # rows: pool, parents 1..r, children 1..r
+            fused = base[0]
+            gate = self._coherence(index, pool, visible)
             if gate:
                 # The best-scoring neighbour within reach is the context, not the sum of all of them: a
                 # sum credits a record for every vaguely similar neighbour (in a conversation, all are).
                 context = np.zeros(len(pool))
                 for r, weight in enumerate(p.neighbor_weights, 1):
                     if weight:
-                        near_r = np.maximum(_lookup(every, base, ups[r]), _lookup(every, base, downs[r]))
-                        context = np.maximum(context, weight * near_r)
+                        context = np.maximum(context, weight * np.maximum(base[r], base[radius + r]))
                 fused = fused + gate * context
-            types = self.catalog.type_code[pool]
-        return self._finish(lineage, pool, fused, types, k)
+        return pool, fused
 
     def _coherence(self, index: VectorIndex, pool: np.ndarray, visible: np.ndarray) -> float:
         """How far lineage neighbours are context for each other here, from 0 (off) to 1 (full weight).
@@ -387,80 +417,198 @@ class RecallEngine:
         parents = _step(self.catalog.parent, pool)
         ok = parents >= 0
         ok[ok] = visible[parents[ok]]
-        if ok.sum() < 4:
+        if np.count_nonzero(ok) < 4:
             return 1.0  # too little evidence either way: trust the lineage
-        near = index.pair_similarity(pool[ok], parents[ok])
-        far_nodes = (pool[ok] + size // 2) % size
+        left = pool[ok]
+        far_nodes = (left + size // 2) % size
         far_nodes = np.where(visible[far_nodes], far_nodes, -1)
-        far = index.pair_similarity(pool[ok], far_nodes)
-        if np.isnan(near).all() or np.isnan(far).all():
+        near, far = self._pairs.get(index, left, parents[ok], far_nodes, size)
+        near_mean, far_mean = _nanmean(near), _nanmean(far)
+        if near_mean is None or far_mean is None:
             return 1.0
-        return float(np.clip((np.nanmean(near) - np.nanmean(far)) / full, 0.0, 1.0))
+        return min(1.0, max(0.0, float((near_mean - far_mean) / full)))
 
-    def _base(
+    def _finish(self, lineage: Lineage, pool: np.ndarray, fused: np.ndarray, k: int) -> list[tuple[Opened, float]]:
+        """Decay and reinforcement over the pool, then the top k (ties: the newer record), opened."""
+        p = self.params
+        with self._lock:
+            types = self.catalog.type_code[pool]
+            counts, last = self._reinforcement.read(lineage, pool)
+        halves = np.array([p.half_life_days[t] for t in MEMORY_TYPES] + [p.half_life_days["semantic"]])
+        half = halves[np.where((types >= 0) & (types < len(MEMORY_TYPES)), types, len(MEMORY_TYPES))]
+        age = np.maximum(0.0, (self.now() - last) / _DAY)
+        score = fused * (p.decay_floor + (1.0 - p.decay_floor) * np.power(0.5, age / half))
+        if counts.any():  # else the factor is exactly 1
+            score = score * np.minimum(p.reinforcement_cap, 1.0 + p.reinforcement_weight * np.log1p(counts))
+        top = np.lexsort((-pool, -score))[:k]
+        return [(self._store.open(n), s) for n, s in zip(pool[top].tolist(), score[top].tolist(), strict=True)]
+
+
+class _Reinforcement:
+    """Each node's reinforce count and the time decay counts from (last reinforced, else created),
+    read from the lineage's nodes once and kept while no reinforcement can have happened.
+
+    A reinforcement (from this handle or another process) is applied to the lineage together with
+    its event id, so the number of events the lineage has seen grows with each one: while it is
+    unchanged, what was read is current. Then a recall reads only nodes it has not read before
+    instead of its whole pool of candidates.
+    """
+
+    def __init__(self) -> None:
+        self._lineage: Lineage | None = None
+        self._events = -1
+        self.counts = np.zeros(0, dtype=np.float64)
+        self.last = np.zeros(0, dtype=np.float64)
+        self._read = np.zeros(0, dtype=bool)
+
+    def read(self, lineage: Lineage, pool: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+        """(reinforce count, decay start) of each node of ``pool`` (the caller holds the store's lock)."""
+        size = len(lineage.nodes)
+        if self._lineage is not lineage or self._events != len(lineage.events):
+            self._lineage, self._events = lineage, len(lineage.events)
+            self._read[:] = False
+        if len(self._read) < size:
+            grow = max(size, 2 * len(self._read), 1024)
+            self.counts = np.concatenate([self.counts, np.zeros(grow - len(self.counts))])
+            self.last = np.concatenate([self.last, np.zeros(grow - len(self.last))])
+            self._read = np.concatenate([self._read, np.zeros(grow - len(self._read), dtype=bool)])
+        unread = pool[~self._read[pool]]
+        if len(unread):
+            nodes = lineage.nodes
+            picked = [nodes[i] for i in unread.tolist()]
+            self.counts[unread] = [n.reinforce_count for n in picked]
+            self.last[unread] = [n.created_at if n.last_reinforced is None else n.last_reinforced for n in picked]
+            self._read[unread] = True
+        return self.counts[pool], self.last[pool]
+
+
+class _PairCosines:
+    """The cosine of each node to its parent and to its far node ((node + size // 2) % size), as
+    the coherence gate uses them, kept by node (NaN: not known). Neither depends on the query: a
+    node's vector and parent never change (``VectorIndex.replaced`` says when a vector did), and
+    its far node only when the lineage grows. So each is computed once, not for every recall."""
+
+    def __init__(self) -> None:
+        self._parent = np.zeros(0, dtype=np.float32)
+        self._far = np.zeros(0, dtype=np.float32)
+        self._size = -1  # the lineage size the far cosines are for
+        self._replaced = -1
+
+    def get(self, index: VectorIndex, left: np.ndarray, parents: np.ndarray, far_nodes: np.ndarray, size: int) -> tuple[np.ndarray, np.ndarray]:
+        """cos(left, parents) and cos(left, far_nodes) (NaN where a node is -1 or has no vector)."""
+        if index.replaced != self._replaced or len(self._parent) < size:
+            parent = np.full(max(size, 2 * len(self._parent), 1024), np.nan, dtype=np.float32)
+            if index.replaced == self._replaced:
+                parent[: len(self._parent)] = self._parent
+            self._parent, self._replaced = parent, index.replaced
+            self._size = -1
+        if self._size != size:
+            self._far = np.full(len(self._parent), np.nan, dtype=np.float32)
+            self._size = size
+        near = self._parent[left]
+        far = np.where(far_nodes >= 0, self._far[left], np.float32(np.nan))
+        todo = np.isnan(near) | (np.isnan(far) & (far_nodes >= 0))
+        if todo.any():
+            fresh_near, fresh_far = index.pair_similarities(left[todo], (parents[todo], far_nodes[todo]))
+            near[todo], far[todo] = fresh_near, fresh_far
+            self._parent[left[todo]] = fresh_near
+            known = far_nodes[todo] >= 0
+            self._far[left[todo][known]] = fresh_far[known]
+        return near, far
+
+
+class _Scorer:
+    """One query's base score of any node (see :mod:`sovseal.recall.params`): its cosine read
+    from the dense search (or computed where that search did not score it) and its BM25 among the
+    allowed records, max-normalised."""
+
+    def __init__(
         self,
+        params: RecallParams,
         index: VectorIndex,
         vector: np.ndarray,
-        nodes: np.ndarray,
-        bm: np.ndarray,
-        bm_max: float,
-        dense_nodes: np.ndarray,
+        dense: Dense,
         kw_nodes: np.ndarray,
-    ) -> np.ndarray:
+        bm: np.ndarray | None,
+        allowed: np.ndarray,
+    ) -> None:
+        self.params, self.index, self.vector, self.dense = params, index, vector, dense
+        self.kw_nodes, self.bm, self.allowed = kw_nodes, bm, allowed
+        self.bm_max = float(bm[kw_nodes[0]]) if len(kw_nodes) and bm is not None else 0.0  # the best allowed BM25
+
+    def base(self, nodes: np.ndarray) -> np.ndarray:
         p = self.params
         if p.fusion == "rrf":
             out = np.zeros(len(nodes), dtype=np.float64)
-            for ranked in (dense_nodes, kw_nodes):
-                ranks = {int(n): r for r, n in enumerate(ranked.tolist(), 1)}
-                out += np.array([1.0 / (p.rrf_k + ranks[n]) if n in ranks else 0.0 for n in nodes.tolist()])
+            for ranked in (self.dense.nodes, self.kw_nodes):
+                out += _rrf(ranked, nodes, p.rrf_k)
             return out
-        keyword = bm[nodes].astype(np.float64) / bm_max if bm_max > 0 else np.zeros(len(nodes))
+        if self.bm_max > 0:
+            assert self.bm is not None  # nosec B101 -- type narrowing: bm_max > 0 only with scores
+            keyword = np.where(self.allowed[nodes], self.bm[nodes], np.float32(0)).astype(np.float64) / self.bm_max
+        else:
+            keyword = np.zeros(len(nodes))
         if p.fusion == "keyword":
             return keyword
-        dense = np.nan_to_num(index.scores_for(vector, nodes).astype(np.float64), nan=-1.0)
+        dense = self.cosines(nodes).astype(np.float64)
+        dense[np.isnan(dense)] = -1.0  # no vector
         if p.fusion == "dense":
             return (1.0 + dense) / 2.0
         return p.dense_weight * np.maximum(dense, 0.0) + p.keyword_weight * keyword
 
-    def _finish(self, lineage: Lineage, pool: np.ndarray, fused: np.ndarray, types: np.ndarray, k: int) -> list[tuple[Opened, float]]:
-        """Decay and reinforcement over the pool, then the top k (ties: the newer record), opened."""
-        p = self.params
-        nodes = lineage.nodes
-        picked = [nodes[i] for i in pool.tolist()]
-        last = np.fromiter(
-            (n.last_reinforced if n.last_reinforced is not None else n.created_at for n in picked), dtype=np.float64, count=len(picked)
-        )
-        counts = np.fromiter((n.reinforce_count for n in picked), dtype=np.float64, count=len(picked))
-        halves = np.array([p.half_life_days[t] for t in MEMORY_TYPES] + [p.half_life_days["semantic"]])
-        half = halves[np.where((types >= 0) & (types < len(MEMORY_TYPES)), types, len(MEMORY_TYPES))]
-        age = np.maximum(0.0, (self.now() - last) / _DAY)
-        decayed = p.decay_floor + (1.0 - p.decay_floor) * np.power(0.5, age / half)
-        boost = np.minimum(p.reinforcement_cap, 1.0 + p.reinforcement_weight * np.log1p(counts))
-        score = fused * decayed * boost
-        top = np.lexsort((-pool, -score))[:k]
-        return [(self._store.open(int(pool[i])), float(score[i])) for i in top]
+    def cosines(self, nodes: np.ndarray) -> np.ndarray:
+        """The cosine of each node to the query, read where the search computed it, else computed
+        once (and remembered for the next call)."""
+        known = self.dense.by_node
+        if known is None:
+            return self.index.scores_for(self.vector, nodes)
+        found = known[nodes]
+        unknown = np.isnan(found)
+        if unknown.any():
+            todo = np.unique(nodes[unknown])
+            known[todo] = self.index.scores_for(self.vector, todo)
+            found = known[nodes]
+        return found
+
+
+def _nanmean(values: np.ndarray) -> np.float32 | None:
+    """``np.nanmean`` of a float32 vector (the same number: NaNs summed as 0, the float32 total
+    divided by the count in float64), without its generic machinery; None when all are NaN."""
+    keep = ~np.isnan(values)
+    count = np.count_nonzero(keep)
+    if not count:
+        return None
+    total = np.add.reduce(np.where(keep, values, np.float32(0)))
+    return np.float32(total / np.intp(count))
+
+
+def _rrf(ranked: np.ndarray, nodes: np.ndarray, rrf_k: int) -> np.ndarray:
+    """1 / (rrf_k + rank) of each node in the ranked list (rank from 1), 0 where it is not in it."""
+    if not len(ranked) or not len(nodes):
+        return np.zeros(len(nodes))
+    order = np.argsort(ranked, kind="stable")
+    keys = ranked[order]
+    pos = np.clip(np.searchsorted(keys, nodes), 0, len(keys) - 1)
+    hit = keys[pos] == nodes
+    return np.where(hit, 1.0 / (rrf_k + order[pos] + 1), 0.0)
 
 
 def _distinct(parts: list[np.ndarray], size: int) -> np.ndarray:
     """The distinct non-negative node numbers (< size) of ``parts``, sorted."""
-    mark = np.zeros(size, dtype=bool)
-    for part in parts:
-        mark[part[(part >= 0) & (part < size)]] = True
-    return np.flatnonzero(mark)
+    joined = np.concatenate(parts)
+    joined = joined[(joined >= 0) & (joined < size)]
+    joined.sort()
+    if len(joined) < 2:
+        return joined
+    first = np.empty(len(joined), dtype=bool)
+    first[0] = True
+    np.not_equal(joined[1:], joined[:-1], out=first[1:])
+    return joined[first]
 
 
 def _step(links: np.ndarray, nodes: np.ndarray) -> np.ndarray:
-    """One step along ``links`` (parent or child) for each node; -1 stays -1."""
-    out = np.full(len(nodes), -1, dtype=np.int64)
-    ok = (nodes >= 0) & (nodes < len(links))
-    out[ok] = links[nodes[ok]]
-    return out
+    """One step along ``links`` (the catalog's parent or child) for each node; -1 stays -1.
 
-
-def _lookup(keys: np.ndarray, values: np.ndarray, nodes: np.ndarray) -> np.ndarray:
-    """values[keys == node] for each node (keys sorted); 0 where the node is -1 or not a key."""
-    if not len(keys):
-        return np.zeros(len(nodes))
-    pos = np.clip(np.searchsorted(keys, nodes), 0, len(keys) - 1)
-    hit = (keys[pos] == nodes) & (nodes >= 0)
-    return np.where(hit, values[pos], 0.0)
+    Every node is -1 or below the catalog's size, and the catalog keeps ``links[-1] == -1``.
+    """
+    return links[nodes]
