@@ -14,6 +14,9 @@ rotating order, so a change in the machine's load during the run hits all of the
     langchain-lancedb  LanceDB(...).similarity_search(q, k=10)  (flat search, no ANN index)
     chroma             collection.query(query_embeddings=[embed(q)], n_results=10)  (HNSW)
 
+and, timed on its own after those, sovseal's recall with the query's vector already in its LRU:
+everything recall does but the embedding (``without_embedding_ms`` in the JSON).
+
 sovseal's stores go through ``Sovseal.store`` one by one (journal, seal, fsync). By default the
 stores live in /dev/shm, where fsync costs nothing, to keep a 100k ingest to minutes; the timed
 recalls never fsync. The texts: SciFact abstract sentences, pairs of adjacent sentences, LoCoMo
@@ -213,6 +216,16 @@ def run_sovseal(root: Path, texts: list[str], vectors: np.ndarray, embedder: Emb
             return call
 
         out["calls"] = {"sovseal": recall_with(hybrid), "sovseal-dense": recall_with(dense)}
+        vectors_by_query = dict(zip(qs, qv, strict=True))
+
+        def cached_query(q: str) -> Any:
+            mem.recall_params = hybrid
+            vector = vectors_by_query.get(q)  # None: the warm-up query
+            if vector is not None:
+                engine._queries[q] = vector  # an LRU hit: everything of recall but the embedding
+            return mem.recall(q, k=10)
+
+        out["cached_query"] = cached_query
         out["close"] = mem.close
         return out
     except BaseException:
@@ -358,6 +371,8 @@ def main() -> None:
         result["load_before"] = os.getloadavg()
         try:
             result["latency_ms"], result["samples_ms"] = interleaved(calls, qs)
+            # sovseal's recall without the query embedding (its vector in the LRU), timed on its own after the rest
+            result["sovseal"]["without_embedding_ms"] = interleaved({"cached": result["sovseal"].pop("cached_query")}, qs)[0]["cached"]
         finally:
             result["sovseal"].pop("close")()
         result["load_after"] = os.getloadavg()
@@ -366,6 +381,8 @@ def main() -> None:
         for name, figures in result["latency_ms"].items():
             print(f"  {name:18s} p50 {figures['p50']:7.2f}  p95 {figures['p95']:7.2f}  mean {figures['mean']:7.2f}")
         s = result["sovseal"]
+        cached = s["without_embedding_ms"]
+        print(f"  sovseal without the query embedding (vector cached): p50 {cached['p50']:.2f}  p95 {cached['p95']:.2f}  mean {cached['mean']:.2f}")
         print(
             f"  sovseal: ANN recall@10 vs exact {s['ann_recall@10']:.3f} (IVF in use: {s['ivf']}); open + catalog load "
             f"{s['open_s']:.1f} s; ingest {s.get('ingest_s', float('nan')):.0f} s"
