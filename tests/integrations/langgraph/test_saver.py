@@ -151,6 +151,20 @@ def test_writes_for_a_checkpoint_another_handle_stored_are_bound_to_its_record(s
         assert writes.payload["checkpoint_snapshot"] == checkpoint.snapshot_id
 
 
+def test_a_new_thread_is_created_without_listing_every_branch_of_the_store(saver: SovsealSaver) -> None:
+    """A store holds a branch or more per thread: a new thread asks for its own branches by name."""
+    first = put(saver, "old", step=0)
+    saver.put_writes(first, [("channel", 1)], "task")
+    listings: list[int] = []
+    handle = saver.sovseal
+    real_branches = handle.branches
+    handle.branches = lambda: listings.append(1) or real_branches()  # type: ignore[method-assign]
+    new = put(saver, "new", step=0)
+    saver.put_writes(new, [("channel", 2)], "task")
+    assert listings == []
+    assert [t.pending_writes for t in saver.list({"configurable": {"thread_id": "new"}})] == [[("task", "channel", 2)]]
+
+
 def test_one_handle_shared_by_saver_and_store(tmp_path: Path, key: bytes) -> None:
     with Sovseal(tmp_path / "one", key=key, embedder=fake_embed) as handle:
         handle.store("user.editor", {"value": "neovim"})  # the user's own memories on main

@@ -321,6 +321,18 @@ class _SovsealSaverBase(BaseCheckpointSaver[str]):
             self._s.names = set(self._s.handle.branches())
         return self._s.names
 
+    def _exists(self, branch: str) -> bool:
+        """Whether ``branch`` exists now, asked of the store by name: listing every branch of a store
+        with many threads costs a name per thread (the answer joins the cached names)."""
+        if branch in self._s.names:
+            return True
+        try:
+            self._s.branch_view(branch)
+        except UnknownBranchError:
+            return False
+        self._s.names.add(branch)
+        return True
+
     def _load_branch(self, fam: _Family, branch: str) -> None:
         """Fold ``log()`` of a branch into the paths it shows (opens and re-derives every record)."""
         h = self._s.handle
@@ -373,11 +385,8 @@ class _SovsealSaverBase(BaseCheckpointSaver[str]):
         appear only with a fork, which moves it), so it is looked for by name, not by listing
         every branch of the store.
         """
-        try:
-            self._s.branch_view(fam.writes)
-        except UnknownBranchError:
+        if not self._exists(fam.writes):
             return
-        self._s.names.add(fam.writes)
         self._load_branch(fam, fam.writes)
         fam.derive()
 
@@ -390,7 +399,7 @@ class _SovsealSaverBase(BaseCheckpointSaver[str]):
             return fam
         live = live_branch(thread_id)
         names = self._names()
-        if live not in names:
+        if live not in names and self._exists(live):  # another handle created the thread: find all its branches
             names = self._names(refresh=True)
         fam = _Family(thread_id)
         if live not in names:
@@ -622,7 +631,7 @@ class _SovsealSaverBase(BaseCheckpointSaver[str]):
 
     def _ensure_writes_branch(self, fam: _Family) -> None:
         if fam.writes not in fam.heads:
-            if fam.writes in self._names(refresh=True):
+            if self._exists(fam.writes):
                 self._load_branch(fam, fam.writes)
                 fam.derive()
             else:
