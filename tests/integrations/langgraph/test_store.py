@@ -76,6 +76,11 @@ def check(mine: SovsealStore, ref: InMemoryStore, op: tuple[Any, ...]) -> None:
     if kind == "put":
         _, ns, key, value, index = op
         mine.put(ns, key, value, index=index)
+        # A put replaces the item, its vectors included. InMemoryStore keeps the vectors of fields the
+        # earlier put indexed and this one does not (it overwrites field by field and clears only on
+        # delete), so an item re-put with other ``index=`` fields would still score by a stale field:
+        # the reference drops the item first.
+        ref.delete(ns, key)
         ref.put(ns, key, value, index=index)
     elif kind == "delete":
         mine.delete(op[1], op[2])
