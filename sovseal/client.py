@@ -254,6 +254,7 @@ class Sovseal:
         parent: str | None = None,
         text: str | None = None,
         index: bool = True,
+        if_head: str | None = None,
     ) -> StoreResult:
         """Store ``payload`` at ``path``: durable on disk before this returns.
 
@@ -262,11 +263,19 @@ class Sovseal:
         ``text`` is what recall embeds and matches instead of the payload; ``index=False`` stores a
         record recall never ranks (no embedding, no keywords: checkpoints, key-value data), sealed
         with ``text=""``, so ``text`` cannot be given with it.
+
+        ``if_head`` stores only if this branch's HEAD is still that snapshot id, checked as the
+        record is appended (under the writer lock, after catching up with other processes); if
+        another writer moved it, nothing is stored and HeadMovedError is raised. A caller that keeps
+        its own index of a branch (the LangGraph saver) writes from it this way instead of reading
+        HEAD before every write.
         """
         self._check_open()
+        if if_head is not None and not isinstance(if_head, str):
+            raise InvalidInputError(f"if_head must be a snapshot id such as 'snap_<64 hex>' or None, got {if_head!r}")
         entry = _store_entry(path, payload, metadata, type, provenance, text, index)
         vector = self._embed([memory_text(entry)]) if entry.text != "" else None
-        return self._commit(entry, None if vector is None else vector[0], parent)
+        return self._commit(entry, None if vector is None else vector[0], parent, if_head)
 
     def store_many(self, items: Sequence[Mapping[str, Any]], *, vectors: Any = None) -> list[StoreResult]:
         """Store several records in order, embedded in one batch; each is durable before this returns.
@@ -323,11 +332,11 @@ class Sovseal:
         appended = self._store.append_many(self.branch, entries)
         return [self._indexed(entry, done, rows.get(i)) for i, (entry, done) in enumerate(zip(entries, appended, strict=True))]
 
-    def _commit(self, entry: Entry, vector: np.ndarray | None, parent: str | None) -> StoreResult:
+    def _commit(self, entry: Entry, vector: np.ndarray | None, parent: str | None, if_head: str | None = None) -> StoreResult:
         """Append one checked entry durably, then index it (its vector, its keywords)."""
         if self.replication is not None:
             self.replication.wait_for_room()  # backpressure: the outbox is over max_outbox_bytes
-        return self._indexed(entry, self._store.append(self.branch, entry, parent=parent), vector)
+        return self._indexed(entry, self._store.append(self.branch, entry, parent=parent, if_head=if_head), vector)
 
     def _indexed(self, entry: Entry, appended: Appended | None, vector: np.ndarray | None) -> StoreResult:
         """Hand a durable record to the indexes (its vector, its keywords)."""

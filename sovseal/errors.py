@@ -46,6 +46,12 @@ class IntegrityError(SovsealError):
     """
 
 
+class HeadMovedError(SovsealError):
+    """``store(..., if_head=...)`` found the branch's HEAD elsewhere: another writer appended to the
+    branch or moved it since the caller read it. Nothing was stored; read the branch again and retry.
+    """
+
+
 class KeyUnavailableError(SovsealError):
     """No master key could be loaded (no OS keychain, no allowed fallback, or the wrong key)."""
 

@@ -27,6 +27,7 @@ from .crypto import IdKey, Sealer, derive_subkeys, keyed_id, record_aad
 from .durable import atomic_write, make_dirs
 from .entries import Entry, snapshot_id
 from .errors import (
+    HeadMovedError,
     IntegrityError,
     InvalidInputError,
     KeyUnavailableError,
@@ -374,14 +375,18 @@ class LocalStore:
         if self.branch_id(name) not in self._lineage.branches:
             self._append([self._branch_frame(fr.BranchReason.CREATE, name, -1)])
 
-    def append(self, branch_name: str, entry: Entry, *, parent: str | None = None) -> Appended | None:
+    def append(
+        self, branch_name: str, entry: Entry, *, parent: str | None = None, if_head: str | None = None
+    ) -> Appended | None:
         """Append ``entry`` to a branch, durably.
 
         Storing the visible value reinforces it instead; deleting a path that is not visible
-        appends nothing and returns None.
+        appends nothing and returns None. ``if_head``: append only if the branch's HEAD is still
+        that snapshot (checked under the writer lock, after catching up with other writers), else
+        raise HeadMovedError and append nothing.
         """
         with self._writing():
-            return self._append_entry(branch_name, entry, parent, sync=True)
+            return self._append_entry(branch_name, entry, parent, sync=True, if_head=if_head)
 
     def append_many(self, branch_name: str, entries: list[Entry]) -> list[Appended | None]:
         """Append ``entries`` in order, each as :meth:`append` would, with one fsync for all.
@@ -418,10 +423,17 @@ class LocalStore:
             if lost_batch:
                 self.close()
 
-    def _append_entry(self, branch_name: str, entry: Entry, parent: str | None, *, sync: bool) -> Appended | None:
+    def _append_entry(
+        self, branch_name: str, entry: Entry, parent: str | None, *, sync: bool, if_head: str | None = None
+    ) -> Appended | None:
         """The body of :meth:`append`; the caller holds the writer lock."""
         canonical = entry.canonical()
         branch = self.branch(branch_name)
+        if if_head is not None and (self.sid_of(branch.head) if branch.head >= 0 else None) != if_head:
+            raise HeadMovedError(
+                f"the HEAD of branch {branch_name!r} is no longer {if_head}: another writer changed the branch; "
+                "nothing was stored. Read the branch again and retry"
+            )
         parent_idx = self.resolve(parent) if parent is not None else branch.head
         path_hash = self.path_hash(entry.path)
         if parent_idx == branch.head:

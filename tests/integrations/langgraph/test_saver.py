@@ -12,7 +12,12 @@ from typing import Any
 from langgraph.checkpoint.base import empty_checkpoint
 from langgraph.checkpoint.base.id import uuid6
 from langgraph.checkpoint.sovseal import SovsealSaver
-from langgraph.checkpoint.sovseal._layout import checkpoint_path, live_branch, writes_branch, writes_path
+from langgraph.checkpoint.sovseal._layout import (
+    checkpoint_path,
+    live_branch,
+    writes_branch,
+    writes_path,
+)
 from langgraph.store.sovseal import SovsealStore
 
 from sovseal import Sovseal
@@ -149,6 +154,34 @@ def test_writes_for_a_checkpoint_another_handle_stored_are_bound_to_its_record(s
         checkpoint = second.sovseal.view(live_branch("t")).get(checkpoint_path("t", "", b_id))
         assert writes is not None and checkpoint is not None
         assert writes.payload["checkpoint_snapshot"] == checkpoint.snapshot_id
+
+
+def test_a_handle_whose_index_is_stale_stores_from_the_fresh_one(saver_dir: Path, key: bytes) -> None:
+    """A put or put_writes is written from the saver's index, the store checking as it appends that
+    the branch's HEAD is the one the index knows; when another handle moved it, nothing is stored,
+    the index is refreshed and the record planned again: the second handle's checkpoint names the
+    parent the first one stored, the chain stays linear, and both tasks' writes are kept."""
+    with SovsealSaver.open(saver_dir, key=key) as first, SovsealSaver.open(saver_dir, key=key) as second:
+        a = put(first, "t", step=0)
+        second.put_writes(a, [("channel", "from second")], "task-2")  # the second handle indexes the thread
+        b = put(first, "t", a, step=1)  # ... which the first moves on: live and writes branches
+        first.put_writes(a, [("channel", "from first")], "task-1")
+        c = put(second, "t", b, step=2)
+        second.put_writes(c, [("channel", "after")], "task-3")
+        b_id, c_id = b["configurable"]["checkpoint_id"], c["configurable"]["checkpoint_id"]
+        record = second.sovseal.view(live_branch("t")).get(checkpoint_path("t", "", c_id))
+        parent = second.sovseal.view(live_branch("t")).get(checkpoint_path("t", "", b_id))
+        assert record is not None and parent is not None
+        assert record.payload["parent_snapshot"] == parent.snapshot_id  # not None: b was found
+        assert ids(first, "t") == [c_id, b_id, a["configurable"]["checkpoint_id"]]
+        assert [b for b in first.verify("t").branches if ":fork:" in b] == []  # no fork: one linear chain
+        found = first.get_tuple(a)
+        assert found is not None and sorted(found.pending_writes) == [
+            ("task-1", "channel", "from first"),
+            ("task-2", "channel", "from second"),
+        ]
+        assert second.get_tuple(c).pending_writes == [("task-3", "channel", "after")]  # type: ignore[union-attr]
+        assert first.verify("t").ok and second.verify("t").ok
 
 
 def test_a_new_thread_is_created_without_listing_every_branch_of_the_store(saver: SovsealSaver) -> None:

@@ -51,7 +51,12 @@ from langgraph.checkpoint.base import (
 )
 
 from sovseal import Sovseal
-from sovseal.errors import IntegrityError, InvalidInputError, UnknownBranchError
+from sovseal.errors import (
+    HeadMovedError,
+    IntegrityError,
+    InvalidInputError,
+    UnknownBranchError,
+)
 
 from ._common import (
     ANCHOR_BRANCH,
@@ -566,7 +571,9 @@ class _SovsealSaverBase(BaseCheckpointSaver[str]):
 
     # -- writing records -----------------------------------------------------------------------------
 
-    def _append(self, fam: _Family, branch: str, records: list[tuple[str, Any]], *, parent: str | None = None) -> None:
+    def _append(
+        self, fam: _Family, branch: str, records: list[tuple[str, Any]], *, parent: str | None = None, if_head: str | None = None
+    ) -> None:
         """Store records in order on ``branch`` (the first one with ``parent=``) and index them.
 
         Several records go in one ``store_many`` call, one durable batch (a crash keeps a prefix,
@@ -574,14 +581,17 @@ class _SovsealSaverBase(BaseCheckpointSaver[str]):
         put_writes) and a fork's first record, which needs ``parent=``, go through ``store``, which
         costs less for one. Records carry no sovseal metadata: their path and payload say what they
         are, and they are never recalled. What was sealed is remembered as opened: the next read
-        rechecks the frame on disk instead of decrypting it again.
+        rechecks the frame on disk instead of decrypting it again. ``if_head`` (one record only) is
+        passed to ``store``: HeadMovedError, with nothing stored, if the branch's HEAD is elsewhere.
         """
+        if if_head is not None and len(records) != 1:
+            raise ValueError("if_head applies to a single record")
         view = self._s.branch_view(branch)
         # index=False: checkpoints are never recalled by meaning (no embedding, no keywords)
         items = [{"path": p, "payload": d, "type": "episodic", "provenance": "observed", "index": False} for p, d in records]
         results = []
         if items and (parent is not None or len(items) == 1):
-            results.append(view.store(**items.pop(0), parent=parent))
+            results.append(view.store(**items.pop(0), parent=parent, if_head=if_head))
         if items:
             results.extend(view.store_many(items))
         for (path, payload), result in zip(records, results, strict=True):
@@ -793,39 +803,69 @@ class _SovsealSaverBase(BaseCheckpointSaver[str]):
         }
         # Encoded before the lock, so this runs while another operation of the handle waits on the disk.
         new_path = checkpoint_path(thread_id, ns, checkpoint_id)
-        descriptors, parts = pack_blobs(new_path, blobs)
+        packed = pack_blobs(new_path, blobs)
         with self._s.lock:
-            fam = self._family(thread_id, create=True, only=live_branch(thread_id))
-            assert fam is not None  # nosec B101 -- type narrowing: create=True always returns a family
-            ids = fam.checkpoints.get(ns, {})
-            existing = ids.get(checkpoint_id)
-            path = existing or new_path
-            parent_ref = fam.merged.get(ids[parent_id]) if parent_id and parent_id in ids else None
-            if parts and path != new_path:  # parts name the record they belong to
-                descriptors, parts = pack_blobs(path, blobs)
-            payload = {
-                "lg": "checkpoint",
-                "format": FORMAT,
-                "thread_id": parse_path(path).thread_id,  # type: ignore[union-attr]
-                "checkpoint_ns": ns,
-                "checkpoint_id": checkpoint_id,
-                "parent_checkpoint_id": parent_id,
-                "parent_snapshot": parent_ref.sid if parent_ref else None,
-                "blobs": descriptors,
-            }
-            records = [*parts, (path, payload)]
-            forks = (
-                parent_ref is not None
-                and existing is None
-                and parent_id != fam.newest(ns)
-                and parent_ref.sid != fam.heads.get(fam.live)
-            )
-            if forks:
-                assert parent_ref is not None  # nosec B101 -- type narrowing: forks is true only with a parent
-                self._fork_store(fam, parent_ref.sid, records)
-            else:
-                self._append(fam, fam.live, records)
+            fam = self._s.families.get(thread_id)
+            if fam is None or fam.live not in fam.heads:
+                fam = self._family(thread_id, create=True, only=live_branch(thread_id))
+                assert fam is not None  # nosec B101 -- type narrowing: create=True always returns a family
+                self._put_record(fam, ns, checkpoint_id, parent_id, blobs, new_path, packed, fresh=True)
+            elif not self._put_record(fam, ns, checkpoint_id, parent_id, blobs, new_path, packed, fresh=False):
+                self._refresh(fam, only=fam.live)
+                self._put_record(fam, ns, checkpoint_id, parent_id, blobs, new_path, packed, fresh=True)
         return {"configurable": {"thread_id": thread_id, "checkpoint_ns": ns, "checkpoint_id": checkpoint_id}}
+
+    def _put_record(
+        self,
+        fam: _Family,
+        ns: str,
+        checkpoint_id: str,
+        parent_id: str | None,
+        blobs: dict[str, tuple[str, bytes]],
+        new_path: str,
+        packed: tuple[dict[str, dict[str, Any]], list[tuple[str, dict[str, Any]]]],
+        *,
+        fresh: bool,
+    ) -> bool:
+        """Store a checkpoint's record (and its parts) as the thread's index places it; caller holds the lock.
+
+        ``fresh``: the index was just checked against the live branch's HEAD. Otherwise the usual
+        put, one record appended to the live branch, is stored at once with ``if_head`` (the store
+        checks the HEAD the index knows as it appends: one catch-up with other writers instead of
+        two); it returns False, having stored nothing, if the HEAD moved or if the put forks or has
+        parts, which act on more of the index: the caller refreshes the index and calls again.
+        """
+        ids = fam.checkpoints.get(ns, {})
+        existing = ids.get(checkpoint_id)
+        path = existing or new_path
+        parent_ref = fam.merged.get(ids[parent_id]) if parent_id and parent_id in ids else None
+        descriptors, parts = packed
+        if parts and path != new_path:  # parts name the record they belong to
+            descriptors, parts = pack_blobs(path, blobs)
+        payload = {
+            "lg": "checkpoint",
+            "format": FORMAT,
+            "thread_id": parse_path(path).thread_id,  # type: ignore[union-attr]
+            "checkpoint_ns": ns,
+            "checkpoint_id": checkpoint_id,
+            "parent_checkpoint_id": parent_id,
+            "parent_snapshot": parent_ref.sid if parent_ref else None,
+            "blobs": descriptors,
+        }
+        records = [*parts, (path, payload)]
+        head = fam.heads.get(fam.live)
+        forks = parent_ref is not None and existing is None and parent_id != fam.newest(ns) and parent_ref.sid != head
+        if not fresh and (forks or parts or head is None):
+            return False
+        if forks:
+            assert parent_ref is not None  # nosec B101 -- type narrowing: forks is true only with a parent
+            self._fork_store(fam, parent_ref.sid, records)
+            return True
+        try:
+            self._append(fam, fam.live, records, if_head=None if fresh else head)
+        except HeadMovedError:
+            return False
+        return True
 
     def put_writes(
         self,
@@ -847,43 +887,81 @@ class _SovsealSaverBase(BaseCheckpointSaver[str]):
         new_path = writes_path(thread_id, ns, checkpoint_id, task_id)
         first_pack = pack_blobs(new_path, {f"w{k}": typed_value for k, (_, typed_value) in incoming.items()})
         with self._s.lock:
-            fam = self._family(thread_id, create=True, only=writes_branch(thread_id))
-            assert fam is not None  # nosec B101 -- type narrowing: create=True always returns a family
-            self._ensure_writes_branch(fam)
-            path = fam.task_writes.get((ns, checkpoint_id), {}).get(task_id) or new_path
-            record = self._writes_record(fam, path) if path in fam.merged else None
-            current = record.payload if record is not None else None
-            entries: dict[int, dict[str, Any]] = {e["idx"]: e for e in current["writes"]} if current else {}
-            fresh = {k: v for k, v in incoming.items() if k < 0 or k not in entries}
-            if record is not None:  # an upsert of the value already stored changes nothing
-                fresh = {k: v for k, v in fresh.items() if k not in entries or not self._same(fam, path, record, entries[k], *v)}
-            if not fresh:
-                return
-            if record is None and path == new_path:  # nothing to merge: what was packed before the lock
-                descriptors, parts = first_pack
-            else:
-                budget = RECORD_BLOB_CHARS - sum(inline_chars(e.get("blob", {})) for k, e in entries.items() if k not in fresh)
-                descriptors, parts = pack_blobs(path, {f"w{k}": typed_value for k, (_, typed_value) in fresh.items()}, budget)
-            for k, (channel, _) in fresh.items():
-                entries[k] = {"idx": k, "channel": channel, "blob": descriptors[f"w{k}"]}
-            cp_path = fam.checkpoints.get(ns, {}).get(checkpoint_id)
-            if cp_path is None:
-                # Not stored yet (its put may be waiting for this lock), or stored by another handle:
-                # then on the live branch, whose HEAD moved (archives appear only with a fork, which moves it too).
-                self._refresh(fam, only=fam.live)
-                cp_path = fam.checkpoints.get(ns, {}).get(checkpoint_id)
-            payload = {
-                "lg": "writes",
-                "format": FORMAT,
-                "thread_id": parse_path(path).thread_id,  # type: ignore[union-attr]
-                "checkpoint_ns": ns,
-                "checkpoint_id": checkpoint_id,
-                "task_id": task_id,
-                "task_path": task_path or (current or {}).get("task_path") or "",
-                "checkpoint_snapshot": fam.merged[cp_path].sid if cp_path else None,
-                "writes": [entries[k] for k in sorted(entries)],
+            fam = self._s.families.get(thread_id)
+            args = (ns, checkpoint_id, task_id, task_path, incoming, new_path, first_pack)
+            if fam is None or fam.writes not in fam.heads:
+                fam = self._family(thread_id, create=True, only=writes_branch(thread_id))
+                assert fam is not None  # nosec B101 -- type narrowing: create=True always returns a family
+                self._ensure_writes_branch(fam)
+                self._put_writes_record(fam, *args, fresh=True)
+            elif not self._put_writes_record(fam, *args, fresh=False):
+                self._refresh(fam, only=fam.writes)
+                self._put_writes_record(fam, *args, fresh=True)
+
+    def _put_writes_record(
+        self,
+        fam: _Family,
+        ns: str,
+        checkpoint_id: str,
+        task_id: str,
+        task_path: str,
+        incoming: dict[int, tuple[str, tuple[str, bytes]]],
+        new_path: str,
+        first_pack: tuple[dict[str, dict[str, Any]], list[tuple[str, dict[str, Any]]]],
+        *,
+        fresh: bool,
+    ) -> bool:
+        """Store a task's pending writes (merged into its record, if it has one); caller holds the lock.
+
+        ``fresh`` as for :meth:`_put_record`: otherwise a task's first writes, one record, are stored
+        with ``if_head`` on the writes branch; merging into a stored record reads it, and parts act on
+        more of the index, so those return False (nothing stored) for a refreshed index first.
+        """
+        head = fam.heads.get(fam.writes)  # as the index knows it, before anything below reloads a branch
+        path = fam.task_writes.get((ns, checkpoint_id), {}).get(task_id) or new_path
+        if not fresh and (path in fam.merged or head is None):
+            return False
+        record = self._writes_record(fam, path) if path in fam.merged else None
+        current = record.payload if record is not None else None
+        entries: dict[int, dict[str, Any]] = {e["idx"]: e for e in current["writes"]} if current else {}
+        fresh_writes = {k: v for k, v in incoming.items() if k < 0 or k not in entries}
+        if record is not None:  # an upsert of the value already stored changes nothing
+            fresh_writes = {
+                k: v for k, v in fresh_writes.items() if k not in entries or not self._same(fam, path, record, entries[k], *v)
             }
-            self._append(fam, fam.writes, [*parts, (path, payload)])
+        if not fresh_writes:
+            return True
+        if record is None and path == new_path:  # nothing to merge: what was packed before the lock
+            descriptors, parts = first_pack
+        else:
+            budget = RECORD_BLOB_CHARS - sum(inline_chars(e.get("blob", {})) for k, e in entries.items() if k not in fresh_writes)
+            descriptors, parts = pack_blobs(path, {f"w{k}": typed_value for k, (_, typed_value) in fresh_writes.items()}, budget)
+        if not fresh and parts:
+            return False
+        for k, (channel, _) in fresh_writes.items():
+            entries[k] = {"idx": k, "channel": channel, "blob": descriptors[f"w{k}"]}
+        cp_path = fam.checkpoints.get(ns, {}).get(checkpoint_id)
+        if cp_path is None:
+            # Not stored yet (its put may be waiting for this lock), or stored by another handle:
+            # then on the live branch, whose HEAD moved (archives appear only with a fork, which moves it too).
+            self._refresh(fam, only=fam.live)
+            cp_path = fam.checkpoints.get(ns, {}).get(checkpoint_id)
+        payload = {
+            "lg": "writes",
+            "format": FORMAT,
+            "thread_id": parse_path(path).thread_id,  # type: ignore[union-attr]
+            "checkpoint_ns": ns,
+            "checkpoint_id": checkpoint_id,
+            "task_id": task_id,
+            "task_path": task_path or (current or {}).get("task_path") or "",
+            "checkpoint_snapshot": fam.merged[cp_path].sid if cp_path else None,
+            "writes": [entries[k] for k in sorted(entries)],
+        }
+        try:
+            self._append(fam, fam.writes, [*parts, (path, payload)], if_head=None if fresh else head)
+        except HeadMovedError:
+            return False
+        return True
 
     def _same(self, fam: _Family, path: str, record: _Opened, entry: dict[str, Any], channel: str, value: tuple[str, bytes]) -> bool:
         return entry.get("channel") == channel and self._blob(fam, path, f"w{entry['idx']}", entry.get("blob"), record) == value
