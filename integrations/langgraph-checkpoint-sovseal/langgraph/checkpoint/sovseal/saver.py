@@ -19,9 +19,10 @@ The mapping (docs/integrations/langgraph.md has the long form):
   thread on the records it keeps. The old records stay sealed in the lineage.
 
 The saver keeps an in-memory index (paths and snapshot ids) built from ``log()`` the first time
-a thread is touched, and checks the branch HEADs before every operation, so records written by
-another process are picked up. It also keeps the payloads it opened or sealed (``_Opened``), and
-rechecks each one's frame on disk whenever it returns it.
+a thread is touched, and checks the branch HEADs before every read, and as every write appends
+(``store(if_head=...)``), so records written by another process are picked up. It also keeps the
+payloads it opened or sealed (``_Opened``), and rechecks each one's frame on disk whenever it
+returns it.
 """
 
 from __future__ import annotations
