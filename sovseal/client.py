@@ -70,6 +70,15 @@ class _Shared:
 _ITEM_KEYS = frozenset({"path", "payload", "metadata", "type", "provenance", "text", "index"})
 
 
+def _head_conditions(if_heads: object) -> dict[str, str] | None:
+    """``if_heads`` of store(), checked: a mapping of branch names to snapshot ids (or None)."""
+    if if_heads is None:
+        return None
+    if not isinstance(if_heads, Mapping) or not all(isinstance(k, str) and isinstance(v, str) for k, v in if_heads.items()):
+        raise InvalidInputError(f"if_heads must map branch names to snapshot ids such as 'snap_<64 hex>', got {if_heads!r}")
+    return dict(if_heads)
+
+
 def _store_entry(
     path: Any, payload: Any, metadata: Any, type: Any, provenance: Any, text: Any, index: Any
 ) -> Entry:
@@ -254,7 +263,7 @@ class Sovseal:
         parent: str | None = None,
         text: str | None = None,
         index: bool = True,
-        if_head: str | None = None,
+        if_heads: Mapping[str, str] | None = None,
     ) -> StoreResult:
         """Store ``payload`` at ``path``: durable on disk before this returns.
 
@@ -264,18 +273,17 @@ class Sovseal:
         record recall never ranks (no embedding, no keywords: checkpoints, key-value data), sealed
         with ``text=""``, so ``text`` cannot be given with it.
 
-        ``if_head`` stores only if this branch's HEAD is still that snapshot id, checked as the
-        record is appended (under the writer lock, after catching up with other processes); if
-        another writer moved it, nothing is stored and HeadMovedError is raised. A caller that keeps
-        its own index of a branch (the LangGraph saver) writes from it this way instead of reading
-        HEAD before every write.
+        ``if_heads`` ({branch name: snapshot id}, this handle's branch or others) stores only if
+        each of those branches' HEAD is still that snapshot, checked as the record is appended (under
+        the writer lock, after catching up with other processes); if another writer moved one,
+        nothing is stored and HeadMovedError is raised. A caller that keeps its own index of some
+        branches (the LangGraph saver) writes from it this way instead of reading their HEADs first.
         """
         self._check_open()
-        if if_head is not None and not isinstance(if_head, str):
-            raise InvalidInputError(f"if_head must be a snapshot id such as 'snap_<64 hex>' or None, got {if_head!r}")
+        conditions = _head_conditions(if_heads)
         entry = _store_entry(path, payload, metadata, type, provenance, text, index)
         vector = self._embed([memory_text(entry)]) if entry.text != "" else None
-        return self._commit(entry, None if vector is None else vector[0], parent, if_head)
+        return self._commit(entry, None if vector is None else vector[0], parent, conditions)
 
     def store_many(self, items: Sequence[Mapping[str, Any]], *, vectors: Any = None) -> list[StoreResult]:
         """Store several records in order, embedded in one batch; each is durable before this returns.
@@ -332,11 +340,13 @@ class Sovseal:
         appended = self._store.append_many(self.branch, entries)
         return [self._indexed(entry, done, rows.get(i)) for i, (entry, done) in enumerate(zip(entries, appended, strict=True))]
 
-    def _commit(self, entry: Entry, vector: np.ndarray | None, parent: str | None, if_head: str | None = None) -> StoreResult:
+    def _commit(
+        self, entry: Entry, vector: np.ndarray | None, parent: str | None, if_heads: dict[str, str] | None = None
+    ) -> StoreResult:
         """Append one checked entry durably, then index it (its vector, its keywords)."""
         if self.replication is not None:
             self.replication.wait_for_room()  # backpressure: the outbox is over max_outbox_bytes
-        return self._indexed(entry, self._store.append(self.branch, entry, parent=parent, if_head=if_head), vector)
+        return self._indexed(entry, self._store.append(self.branch, entry, parent=parent, if_heads=if_heads), vector)
 
     def _indexed(self, entry: Entry, appended: Appended | None, vector: np.ndarray | None) -> StoreResult:
         """Hand a durable record to the indexes (its vector, its keywords)."""

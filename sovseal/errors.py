@@ -47,7 +47,7 @@ class IntegrityError(SovsealError):
 
 
 class HeadMovedError(SovsealError):
-    """``store(..., if_head=...)`` found the branch's HEAD elsewhere: another writer appended to the
+    """``store(..., if_heads=...)`` found a branch's HEAD elsewhere: another writer appended to the
     branch or moved it since the caller read it. Nothing was stored; read the branch again and retry.
     """
 

@@ -15,7 +15,7 @@ import json
 import threading
 import time
 import uuid
-from collections.abc import Iterable, Iterator
+from collections.abc import Iterable, Iterator, Mapping
 from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
@@ -376,17 +376,29 @@ class LocalStore:
             self._append([self._branch_frame(fr.BranchReason.CREATE, name, -1)])
 
     def append(
-        self, branch_name: str, entry: Entry, *, parent: str | None = None, if_head: str | None = None
+        self, branch_name: str, entry: Entry, *, parent: str | None = None, if_heads: Mapping[str, str] | None = None
     ) -> Appended | None:
         """Append ``entry`` to a branch, durably.
 
         Storing the visible value reinforces it instead; deleting a path that is not visible
-        appends nothing and returns None. ``if_head``: append only if the branch's HEAD is still
-        that snapshot (checked under the writer lock, after catching up with other writers), else
-        raise HeadMovedError and append nothing.
+        appends nothing and returns None. ``if_heads`` ({branch name: snapshot id}): append only
+        if each of those branches' HEAD is still that snapshot (checked under the writer lock, after
+        catching up with other writers), else raise HeadMovedError and append nothing.
         """
         with self._writing():
-            return self._append_entry(branch_name, entry, parent, sync=True, if_head=if_head)
+            if if_heads:
+                self._check_heads(if_heads)
+            return self._append_entry(branch_name, entry, parent, sync=True)
+
+    def _check_heads(self, if_heads: Mapping[str, str]) -> None:
+        """HeadMovedError unless each named branch's HEAD is the snapshot given (caller holds the writer lock)."""
+        for name, expected in if_heads.items():
+            head = self.branch(name).head
+            if (self.sid_of(head) if head >= 0 else None) != expected:
+                raise HeadMovedError(
+                    f"the HEAD of branch {name!r} is no longer {expected}: another writer changed the branch; "
+                    "nothing was stored. Read the branch again and retry"
+                )
 
     def append_many(self, branch_name: str, entries: list[Entry]) -> list[Appended | None]:
         """Append ``entries`` in order, each as :meth:`append` would, with one fsync for all.
@@ -423,17 +435,10 @@ class LocalStore:
             if lost_batch:
                 self.close()
 
-    def _append_entry(
-        self, branch_name: str, entry: Entry, parent: str | None, *, sync: bool, if_head: str | None = None
-    ) -> Appended | None:
+    def _append_entry(self, branch_name: str, entry: Entry, parent: str | None, *, sync: bool) -> Appended | None:
         """The body of :meth:`append`; the caller holds the writer lock."""
         canonical = entry.canonical()
         branch = self.branch(branch_name)
-        if if_head is not None and (self.sid_of(branch.head) if branch.head >= 0 else None) != if_head:
-            raise HeadMovedError(
-                f"the HEAD of branch {branch_name!r} is no longer {if_head}: another writer changed the branch; "
-                "nothing was stored. Read the branch again and retry"
-            )
         parent_idx = self.resolve(parent) if parent is not None else branch.head
         path_hash = self.path_hash(entry.path)
         if parent_idx == branch.head:

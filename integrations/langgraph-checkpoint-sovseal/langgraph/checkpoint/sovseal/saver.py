@@ -20,7 +20,7 @@ The mapping (docs/integrations/langgraph.md has the long form):
 
 The saver keeps an in-memory index (paths and snapshot ids) built from ``log()`` the first time
 a thread is touched, and checks the branch HEADs before every read, and as every write appends
-(``store(if_head=...)``), so records written by another process are picked up. It also keeps the
+(``store(if_heads=...)``), so records written by another process are picked up. It also keeps the
 payloads it opened or sealed (``_Opened``), and rechecks each one's frame on disk whenever it
 returns it.
 """
@@ -367,9 +367,8 @@ class _SovsealSaverBase(BaseCheckpointSaver[str]):
         index, a put_writes only the writes branch's): just its HEAD is checked, and only if it
         moved are the others. Reads check every branch of the thread.
         """
-        if only is not None and only in fam.heads:
-            if self._s.branch_view(only).snapshot() == fam.heads[only]:
-                return
+        if only is not None and only in fam.heads and self._s.branch_view(only).snapshot() == fam.heads[only]:
+            return
         if only in (None, fam.writes) and fam.writes not in fam.heads:
             self._discover_writes(fam)
         moved = [b for b, head in self._heads(list(fam.heads)).items() if head != fam.heads[b]]
@@ -573,7 +572,13 @@ class _SovsealSaverBase(BaseCheckpointSaver[str]):
     # -- writing records -----------------------------------------------------------------------------
 
     def _append(
-        self, fam: _Family, branch: str, records: list[tuple[str, Any]], *, parent: str | None = None, if_head: str | None = None
+        self,
+        fam: _Family,
+        branch: str,
+        records: list[tuple[str, Any]],
+        *,
+        parent: str | None = None,
+        if_heads: dict[str, str] | None = None,
     ) -> None:
         """Store records in order on ``branch`` (the first one with ``parent=``) and index them.
 
@@ -582,17 +587,17 @@ class _SovsealSaverBase(BaseCheckpointSaver[str]):
         put_writes) and a fork's first record, which needs ``parent=``, go through ``store``, which
         costs less for one. Records carry no sovseal metadata: their path and payload say what they
         are, and they are never recalled. What was sealed is remembered as opened: the next read
-        rechecks the frame on disk instead of decrypting it again. ``if_head`` (one record only) is
-        passed to ``store``: HeadMovedError, with nothing stored, if the branch's HEAD is elsewhere.
+        rechecks the frame on disk instead of decrypting it again. ``if_heads`` (one record only) is
+        passed to ``store``: HeadMovedError, with nothing stored, if one of those HEADs is elsewhere.
         """
-        if if_head is not None and len(records) != 1:
-            raise ValueError("if_head applies to a single record")
+        if if_heads is not None and len(records) != 1:
+            raise ValueError("if_heads applies to a single record")
         view = self._s.branch_view(branch)
         # index=False: checkpoints are never recalled by meaning (no embedding, no keywords)
         items = [{"path": p, "payload": d, "type": "episodic", "provenance": "observed", "index": False} for p, d in records]
         results = []
         if items and (parent is not None or len(items) == 1):
-            results.append(view.store(**items.pop(0), parent=parent, if_head=if_head))
+            results.append(view.store(**items.pop(0), parent=parent, if_heads=if_heads))
         if items:
             results.extend(view.store_many(items))
         for (path, payload), result in zip(records, results, strict=True):
@@ -831,7 +836,7 @@ class _SovsealSaverBase(BaseCheckpointSaver[str]):
         """Store a checkpoint's record (and its parts) as the thread's index places it; caller holds the lock.
 
         ``fresh``: the index was just checked against the live branch's HEAD. Otherwise the usual
-        put, one record appended to the live branch, is stored at once with ``if_head`` (the store
+        put, one record appended to the live branch, is stored at once with ``if_heads`` (the store
         checks the HEAD the index knows as it appends: one catch-up with other writers instead of
         two); it returns False, having stored nothing, if the HEAD moved or if the put forks or has
         parts, which act on more of the index: the caller refreshes the index and calls again.
@@ -856,14 +861,17 @@ class _SovsealSaverBase(BaseCheckpointSaver[str]):
         records = [*parts, (path, payload)]
         head = fam.heads.get(fam.live)
         forks = parent_ref is not None and existing is None and parent_id != fam.newest(ns) and parent_ref.sid != head
-        if not fresh and (forks or parts or head is None):
-            return False
+        conditions: dict[str, str] | None = None
+        if not fresh:
+            if forks or parts or head is None:
+                return False
+            conditions = {fam.live: head}
         if forks:
             assert parent_ref is not None  # nosec B101 -- type narrowing: forks is true only with a parent
             self._fork_store(fam, parent_ref.sid, records)
             return True
         try:
-            self._append(fam, fam.live, records, if_head=None if fresh else head)
+            self._append(fam, fam.live, records, if_heads=conditions)
         except HeadMovedError:
             return False
         return True
@@ -915,13 +923,18 @@ class _SovsealSaverBase(BaseCheckpointSaver[str]):
         """Store a task's pending writes (merged into its record, if it has one); caller holds the lock.
 
         ``fresh`` as for :meth:`_put_record`: otherwise a task's first writes, one record, are stored
-        with ``if_head`` on the writes branch; merging into a stored record reads it, and parts act on
-        more of the index, so those return False (nothing stored) for a refreshed index first.
+        with ``if_heads`` holding the writes branch's HEAD (and the live branch's, when the checkpoint
+        is not in the index: the store then checks that no other handle has stored it meanwhile);
+        merging into a stored record reads it, and parts act on more of the index, so those return
+        False (nothing stored) for a refreshed index first.
         """
-        head = fam.heads.get(fam.writes)  # as the index knows it, before anything below reloads a branch
+        head = fam.heads.get(fam.writes)  # as the index knows it
         path = fam.task_writes.get((ns, checkpoint_id), {}).get(task_id) or new_path
-        if not fresh and (path in fam.merged or head is None):
-            return False
+        conditions: dict[str, str] | None = None
+        if not fresh:
+            if path in fam.merged or head is None:
+                return False
+            conditions = {fam.writes: head}
         record = self._writes_record(fam, path) if path in fam.merged else None
         current = record.payload if record is not None else None
         entries: dict[int, dict[str, Any]] = {e["idx"]: e for e in current["writes"]} if current else {}
@@ -943,10 +956,15 @@ class _SovsealSaverBase(BaseCheckpointSaver[str]):
             entries[k] = {"idx": k, "channel": channel, "blob": descriptors[f"w{k}"]}
         cp_path = fam.checkpoints.get(ns, {}).get(checkpoint_id)
         if cp_path is None:
-            # Not stored yet (its put may be waiting for this lock), or stored by another handle:
-            # then on the live branch, whose HEAD moved (archives appear only with a fork, which moves it too).
-            self._refresh(fam, only=fam.live)
-            cp_path = fam.checkpoints.get(ns, {}).get(checkpoint_id)
+            # Not stored yet (its put may be waiting for this lock), or stored by another handle: then
+            # on the live branch, whose HEAD moved (archives appear only with a fork, which moves it
+            # too). A fresh index looks now; otherwise the store checks the live HEAD as it appends.
+            live_head = fam.heads.get(fam.live)
+            if conditions is not None and live_head is not None:
+                conditions[fam.live] = live_head
+            else:
+                self._refresh(fam, only=fam.live)
+                cp_path = fam.checkpoints.get(ns, {}).get(checkpoint_id)
         payload = {
             "lg": "writes",
             "format": FORMAT,
@@ -959,7 +977,7 @@ class _SovsealSaverBase(BaseCheckpointSaver[str]):
             "writes": [entries[k] for k in sorted(entries)],
         }
         try:
-            self._append(fam, fam.writes, [*parts, (path, payload)], if_head=None if fresh else head)
+            self._append(fam, fam.writes, [*parts, (path, payload)], if_heads=conditions)
         except HeadMovedError:
             return False
         return True
