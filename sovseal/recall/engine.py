@@ -565,7 +565,7 @@ class _Scorer:
         found = known[nodes]
         unknown = np.isnan(found)
         if unknown.any():
-            todo = np.unique(nodes[unknown])
+            todo = _distinct([nodes[unknown]], len(known))  # sorted-unique: np.unique is 2x slower here
             known[todo] = self.index.scores_for(self.vector, todo)
             found = known[nodes]
         return found
