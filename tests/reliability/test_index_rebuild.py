@@ -10,8 +10,8 @@ deleted path, no record of another branch, no record rolled back away).
 
 Test scale without changing defaults: the writers' indexes are the real ``VectorIndex`` built with
 its own parameters (``ivf_min_rows``, ``compact_every``, ``flush_batch``) instead of the defaults
-(20,000 rows, every 32 batches), and ``EXACT_MAX_ALLOWED`` is lowered so searches go through the
-IVF lists instead of falling back to an exact scan below 10,000 allowed rows.
+(8,000 rows, every 32 batches), and ``EXACT_MAX_ALLOWED`` is lowered so searches go through the
+IVF lists instead of falling back to an exact scan at up to 4,000 allowed rows.
 """
 
 from __future__ import annotations
