@@ -48,8 +48,9 @@ log = logging.getLogger(__name__)
 _TABLE = "vectors"
 #: From this many vectors on, an IVF index is built in the background (see the module docstring).
 IVF_MIN_ROWS = 8_000
-#: Searches over at most this many allowed records are exact, whatever the index: gathering that
-#: many rows costs about what the IVF search does, and the result is exact.
+#: Searches over at most this many allowed records are exact, whatever the index (half the
+#: smallest indexed size, as before): a selective filter or a small branch can leave few allowed
+#: rows in the probed lists, and gathering this many rows costs about 1 ms from memory.
 EXACT_MAX_ALLOWED = 4_000
 #: Lists probed per search, as a fraction of the lists, and at least IVF_MIN_PROBE. The minimum
 #: decides below about 80k vectors (1,265 lists at 100k): on MiniLM vectors 64 of 400 lists (10k)
