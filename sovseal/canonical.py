@@ -70,13 +70,18 @@ def loads(data: bytes | str) -> object:
     out-of-range ``int``; with this parser ``canonicalize(loads(canonicalize(x))) == canonicalize(x)``
     for every accepted ``x``, so re-deriving an id from stored bytes always works.
     """
-    return json.loads(data, parse_int=_parse_int)
+    if not isinstance(data, str):
+        data = bytes(data).decode("utf-8", "surrogatepass")  # what json.loads does with UTF-8 bytes
+    return _DECODER.decode(data)
 
 
 def _parse_int(text: str) -> int | float:
     """Integer literal -> int when exactly representable as a safe integer, else the double it denotes."""
     value = int(text)
     return value if -MAX_SAFE_INTEGER <= value <= MAX_SAFE_INTEGER else float(text)
+
+
+_DECODER = json.JSONDecoder(parse_int=_parse_int)  # one decoder: json.loads(parse_int=) builds one per call
 
 
 def _emit(value: Any, out: _Out) -> None:
