@@ -127,48 +127,6 @@ def int8_peer(threads: int) -> Callable[[list[str]], np.ndarray]:
     return embed
 
 
-def encoder_flops(tokens: int) -> float:
-    """Floating-point operations of one all-MiniLM-L6-v2 pass over ``tokens`` tokens (multiply-adds x 2).
-
-    Per layer and token: the QKV, output, FFN-in and FFN-out matmuls (384 x (1152 + 384 + 1536) + 1536 x 384
-    multiply-adds) and attention's scores and weighted sum (2 x tokens x 384). LayerNorm, GELU and softmax
-    are left out, so this is a lower bound on the work.
-    """
-    per_token = 384 * (1152 + 384 + 1536) + 1536 * 384 + 2 * tokens * 384
-    return 2.0 * 6 * tokens * per_token
-
-
-def fp32_peak_gflops(repeats: int = 10) -> float:
-    """The machine's fp32 peak as measured: the best of ``repeats`` 2048^3 matmuls in numpy's BLAS, in GFLOP/s."""
-    rng = np.random.default_rng(0)
-    a, b = (rng.standard_normal((2048, 2048), dtype=np.float32) for _ in range(2))
-    best = float("inf")
-    for _ in range(repeats):
-        start = time.perf_counter()
-        a @ b
-        best = min(best, time.perf_counter() - start)
-    return 2 * 2048**3 / best / 1e9
-
-
-def compute_bound(short: list[int], turns: list[int], bulk: list[int]) -> dict[str, float]:
-    """What no fp32 implementation can beat here: the encoder's work at the measured peak, with nothing else.
-
-    Short and turn: ms for one text of the median token count. Bulk: texts/s for the benchmark's sorted
-    batches of ``BATCH_SIZE``, padding included. An implementation reaches these only at 100 % of peak
-    with zero overhead, so a target close to them is out of reach in fp32 on this machine.
-    """
-    peak = fp32_peak_gflops() * 1e9
-    ordered = sorted(bulk)
-    batches = [ordered[i : i + BATCH_SIZE] for i in range(0, len(ordered), BATCH_SIZE)]
-    bulk_flops = sum(len(batch) * encoder_flops(batch[-1]) for batch in batches)
-    return {
-        "peak_gflops": peak / 1e9,
-        "short_p50_ms": encoder_flops(int(statistics.median(short))) / peak * 1e3,
-        "turn_p50_ms": encoder_flops(int(statistics.median(turns))) / peak * 1e3,
-        "bulk_texts_per_s": len(bulk) * peak / bulk_flops,
-    }
-
-
 def cold_starts(home: str, runs: int) -> list[tuple[float, float, float, float]]:
     """Fresh interpreters: (total to first vector, runtime imports, sovseal package import, embedder) in s."""
     results = []
@@ -209,9 +167,6 @@ def main() -> None:
         f"{len(short)} short turns (<= 12 tokens) used for the short-text figures"
     )
 
-    bound = compute_bound(
-        [n for n in lengths if n <= 12][:200], lengths[:300], lengths[: args.turns]
-    )
     peer = int8_peer(args.threads)
     rows = []
     samples: dict[str, dict[str, list[float]]] = {}
@@ -228,10 +183,6 @@ def main() -> None:
     for name, s50, s95, t50, t95, rate in rows:
         print(f"| {name} | {s50:.2f} / {s95:.2f} | {t50:.2f} / {t95:.2f} | {rate:.0f} texts/s |")
     ours, theirs = rows
-    print(
-        f"| fp32 compute bound (the encoder's flops at the measured peak, {bound['peak_gflops']:.0f} GFLOP/s) "
-        f"| {bound['short_p50_ms']:.2f} | {bound['turn_p50_ms']:.2f} | {bound['bulk_texts_per_s']:.0f} texts/s |"
-    )
     print(f"| ratio sovseal / peer | {ours[1] / theirs[1]:.2f} | {ours[3] / theirs[3]:.2f} | {ours[5] / theirs[5]:.2f} |")
     print(
         f"| target (issue 3) | <= {TARGETS['short p50 ms']} | <= {TARGETS['turn p50 ms']} "
@@ -264,7 +215,6 @@ def main() -> None:
             "load_end": os.getloadavg()[0],
             "systems": {row[0]: dict(zip(fields, row[1:], strict=True)) for row in rows},
             "targets": TARGETS,
-            "fp32_compute_bound": bound,
             "cold_start_s": {"runs": len(cold), "median": dict(zip(("total", "runtime_imports", "import_sovseal", "embedder"), med, strict=True)), "best_total": best},
             "first_start_s": dict(zip(("total", "runtime_imports", "import_sovseal", "embedder"), first, strict=True)),
             "samples_ms": samples,

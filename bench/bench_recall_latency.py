@@ -20,7 +20,8 @@ everything recall does but the embedding (``without_embedding_ms`` in the JSON).
 sovseal's stores go through ``Sovseal.store`` one by one (journal, seal, fsync). By default the
 stores live in /dev/shm, where fsync costs nothing, to keep a 100k ingest to minutes; the timed
 recalls never fsync. The texts: SciFact abstract sentences, pairs of adjacent sentences, LoCoMo
-turns and Cranfield sentences (``../shared/evaldata``), in that order, the first N. Queries: the
+turns and Cranfield sentences (``../shared/evaldata``), in that order, the first N; past the
+~125k distinct ones (a 1M run), random pairs of them joined. Queries: the
 300 SciFact validation claims, then LoCoMo questions.
 
 ``--real-vectors N`` embeds only the first N texts and gives the others mixtures of those vectors
@@ -91,8 +92,18 @@ def corpus(n: int) -> list[str]:
     for doc in _smart(EVALDATA / "cranfield" / "cran.all.1400"):
         texts += [s.strip() for s in doc.get("W", "").split(" . ") if len(s.strip()) > 20]
     unique = list(dict.fromkeys(t for t in texts if t.strip()))
-    if len(unique) < n:
-        raise SystemExit(f"only {len(unique)} distinct texts available, asked for {n}")
+    if len(unique) >= n:
+        return unique[:n]
+    # Past the distinct sentences (about 125k), two of them joined: real words in real proportions
+    # for the keyword index, every text distinct (deterministic, so a --reuse run sees the same texts).
+    rng = np.random.default_rng(1)
+    seen, base = set(unique), len(unique)
+    while len(unique) < n:
+        for a, b in rng.integers(0, base, (n - len(unique), 2)):
+            joined = f"{unique[a]} {unique[b]}"
+            if joined not in seen:
+                seen.add(joined)
+                unique.append(joined)
     return unique[:n]
 
 

@@ -67,7 +67,7 @@ def test_tables_carry_the_figures_of_the_result_files(rendered: tuple[str, Path]
         for fusion, m in runs.get(name, {}).get("results", {}).get("locomo", {}).items():
             cells = [f"{m[k]:.3f}" for k in ("R@1", "R@5", "R@10", "MRR")]
             expected += [" | ".join(f"**{c}**" for c in cells) if fusion == "sovseal" else " | ".join(cells)]
-    for name in ("recall_latency_10k", "recall_latency_100k"):
+    for name in ("recall_latency_10k", "recall_latency_100k", "recall_latency_1m"):
         for size, res in runs.get(name, {}).get("results", {}).items():
             if size.isdigit():
                 expected += [f"{v['p50']:,.2f} / {v['p95']:,.2f}" for v in res["latency_ms"].values()]
