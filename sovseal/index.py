@@ -43,10 +43,14 @@ from pathlib import Path
 import numpy as np
 import pyarrow as pa
 
+from .filelock import WriterLock
+
 log = logging.getLogger(__name__)
 
 _TABLE = "vectors"
 #: From this many vectors on, an IVF index is built in the background (see the module docstring).
+_OPEN_LOCK = "open.lock"  # held while a process opens or creates the table
+_OPEN_LOCK_TIMEOUT = 60.0  # seconds: opening reads only the node column, creating is instant
 IVF_MIN_ROWS = 8_000
 #: Searches over at most this many allowed records are exact, whatever the index (half the
 #: smallest indexed size, as before): a selective filter or a small branch can leave few allowed
@@ -114,11 +118,28 @@ class VectorIndex:
         self._loaded = threading.Event()
         self._db = lancedb.connect(str(directory))
         self._schema = pa.schema([pa.field("node", pa.int64()), pa.field("vector", pa.list_(pa.float32(), dim))])
-        self._table = self._open_table()
+        self._table = self._opened_table()
         self._wake = threading.Event()
         self._stop = threading.Event()
         self._worker = threading.Thread(target=self._run, name="sovseal-index", daemon=True)
         self._worker.start()
+
+    def _opened_table(self):  # noqa: ANN202 - lancedb's Table type is not exported stably
+        """:meth:`_open_table` under a lock file shared by every process opening this index.
+
+        Without it, two processes opening a store that has no index yet both find no table and both
+        create it: lancedb can panic, and a table one of them has started writing can be replaced.
+        """
+        self.directory.mkdir(parents=True, exist_ok=True)
+        lock = WriterLock(self.directory / _OPEN_LOCK, timeout=_OPEN_LOCK_TIMEOUT)
+        try:
+            lock.acquire()
+            try:
+                return self._open_table()
+            finally:
+                lock.release()
+        finally:
+            lock.close()
 
     def _open_table(self):  # noqa: ANN202 - lancedb's Table type is not exported stably
         """Open the table, or start it afresh when it is missing, of another dimension, or unreadable.
