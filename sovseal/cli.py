@@ -22,7 +22,8 @@ from typing import Any, TypeVar
 import click
 
 from . import ops
-from .client import EmbedFn, Sovseal, default_home
+from .client import EmbedFn, Sovseal
+from .paths import store_dir
 from .entries import MEMORY_TYPES, PROVENANCES
 from .errors import (
     BackpressureTimeoutError,
@@ -296,7 +297,7 @@ def init(path: str | None, key_file: str | None, as_json: bool) -> None:
     \b
       sovseal init --path ./memories
     """
-    directory = Path(path) if path else default_home()
+    directory = store_dir(path or None)
     existed = ops.store_exists(directory)
     with _open(str(directory), key_file=key_file, create=True) as (mem, backend):
         status = mem.status()
@@ -768,7 +769,7 @@ def export_(file: str, force: bool, path: str | None, key_file: str | None, as_j
       sovseal export backup.sovseal
       sovseal import backup.sovseal --path /new/home    (after `sovseal key import` there)
     """
-    directory = Path(path) if path else default_home()
+    directory = store_dir(path or None)
     with _open(str(directory), key_file=key_file) as (mem, _), _progress("exporting") as progress:
         master, _backend = ops.resolve_key(directory, key_text=_key_text(key_file))
         if file == "-":
@@ -809,7 +810,7 @@ def import_(file: str, path: str | None, key_file: str | None, as_json: bool) ->
       sovseal key import --path /new/home < sovseal-key.txt
       sovseal import backup.sovseal --path /new/home && sovseal verify --path /new/home
     """
-    directory = Path(path) if path else default_home()
+    directory = store_dir(path or None)
     with open(file, "rb") as src:
         header, _ = ops.read_backup_header(src)
         master, _backend = ops.resolve_key(directory, key_text=_key_text(key_file), create=False)
@@ -844,7 +845,7 @@ def key_export(path: str | None) -> None:
     """
     from .keys import export_key
 
-    directory = Path(path) if path else default_home()
+    directory = store_dir(path or None)
     master, backend = ops.resolve_key(directory)
     click.echo(export_key(master))
     _note(f"this is the master key of {directory} (from {backend}); anyone holding it can read the store")
@@ -864,7 +865,7 @@ def key_import(exported: str, path: str | None) -> None:
     """
     from .keys import import_key, store_master_key
 
-    directory = Path(path) if path else default_home()
+    directory = store_dir(path or None)
     if exported == "-":
         exported = click.prompt("exported key", hide_input=True) if sys.stdin.isatty() else sys.stdin.read()
     master = import_key(exported)
@@ -1180,7 +1181,7 @@ def restore(path: str | None, key_file: str | None, endpoint: str, api_key: str,
     The store's key must be the source's: pass --key-file (or SOVSEAL_KEY), or import it first
     with `sovseal key import`. Pulling again later fetches only what is new.
     """
-    directory = Path(path) if path else default_home()
+    directory = store_dir(path or None)
     key, _ = ops.resolve_key(directory, key_text=_key_text(key_file), create=False)
     with Sovseal(directory, key=key, embedder=EMBEDDER, endpoint=endpoint, api_key=api_key, project=project) as mem:
         with _progress("pulling") as update:

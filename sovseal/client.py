@@ -23,6 +23,7 @@ from .errors import IntegrityError, InvalidInputError, StoreClosedError
 from .frames import Op
 from .index import VectorIndex
 from .keys import coerce_key, load_master_key
+from .paths import default_home, store_dir, store_exists
 from .models import LogEntry, Memory, Status, StoreResult, VerifyReport
 from .recall import RecallEngine, RecallParams
 from .recall import parse_filter
@@ -39,15 +40,6 @@ EmbedFn = Callable[[Sequence[str]], Any]
 EVENTS = ("replication-error", "replicated")
 #: The most memories one recall returns.
 MAX_RECALL_K = 1000
-
-
-def default_home() -> Path:
-    return Path(os.environ.get("SOVSEAL_HOME") or Path.home() / ".sovseal")
-
-
-def store_exists(path: str | os.PathLike[str]) -> bool:
-    """Does ``path`` hold a sovseal store? (Opening a missing one creates it; this does not.)"""
-    return (Path(path) / "journal.log").is_file()
 
 
 def _dt(ts: float | None) -> datetime | None:
@@ -124,7 +116,7 @@ class Sovseal:
         backpressure_timeout: float | None = None,
         replication_config: ReplicationConfig | None = None,
     ) -> None:
-        self.path = Path(path) if path is not None else default_home()
+        self.path = store_dir(path)
         if key is not None:
             master, self.key_backend = coerce_key(key), "explicit"
         else:

@@ -29,7 +29,8 @@ from mcp.types import CallToolResult, TextContent, ToolAnnotations
 from pydantic import Field
 
 from . import ops
-from .client import EmbedFn, Sovseal, default_home
+from .client import EmbedFn, Sovseal
+from .paths import store_dir
 from .errors import InvalidInputError, SovsealError
 
 if TYPE_CHECKING:
@@ -340,7 +341,7 @@ def serve_stdio(
     """
     os.environ.setdefault("LANCEDB_LOG", "error")
     logging.basicConfig(stream=sys.stderr, level=logging.WARNING, format="sovseal mcp: %(levelname)s %(message)s")
-    directory = Path(path) if path is not None else default_home()
+    directory = store_dir(path)
     created = not ops.store_exists(directory)
     mem, backend = ops.open_store(directory, branch=branch, key_text=key_text, create=True, embedder=embedder)
     previous = signal.signal(signal.SIGTERM, _exit_on_sigterm)

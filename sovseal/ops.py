@@ -24,7 +24,8 @@ from datetime import datetime
 from pathlib import Path
 from typing import IO, Any
 
-from .client import EmbedFn, Sovseal, default_home
+from .client import EmbedFn, Sovseal
+from .paths import ENV_HOME, default_home, store_dir, store_exists
 from .crypto import aead_decrypt, aead_encrypt, derive_subkeys, hkdf_sha256
 from .errors import (
     IntegrityError,
@@ -65,7 +66,6 @@ __all__ = [
     "store_exists",
 ]
 
-ENV_HOME = "SOVSEAL_HOME"
 ENV_BRANCH = "SOVSEAL_BRANCH"
 ENV_KEY = "SOVSEAL_KEY"  # an exported key (``sovseal-key-v1:...``) given through the environment
 
@@ -89,11 +89,6 @@ class AmbiguousSnapshotError(InvalidInputError):
 
 
 # -- opening a store ----------------------------------------------------------------------------
-
-
-def store_exists(path: str | os.PathLike[str]) -> bool:
-    """True if ``path`` holds a sovseal store (its journal exists)."""
-    return (Path(path) / "journal.log").is_file()
 
 
 def resolve_key(path: Path, *, key_text: str | None = None, create: bool = False) -> tuple[bytes, str]:
@@ -126,7 +121,7 @@ def open_store(
     silently creating a store and a key. ``branch`` defaults to ``$SOVSEAL_BRANCH`` or ``main``.
     ``key`` (raw bytes) or ``key_text`` (an exported key) skip the key lookup.
     """
-    directory = Path(path) if path is not None else default_home()
+    directory = store_dir(path)
     if not create and not store_exists(directory):
         raise StoreNotFoundError(
             f"no sovseal store at {directory}; create one with `sovseal init --path {directory}` "

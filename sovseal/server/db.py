@@ -20,6 +20,8 @@ from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
+from ..paths import resolve_path
+
 Row = tuple[Any, ...]
 log = logging.getLogger("sovseal.server")
 
@@ -188,7 +190,7 @@ def open_database(url: str | Path) -> Database:
     if text.startswith(("postgresql://", "postgres://")):
         return PostgresDatabase(text)
     if text.startswith("sqlite:///"):
-        return SqliteDatabase(Path(text[len("sqlite:///") :]))  # sqlite:////abs/path or sqlite:///relative
+        return SqliteDatabase(resolve_path(text[len("sqlite:///") :]))  # sqlite:////abs/path or sqlite:///relative
     if "://" in text:
         raise ValueError(f"unsupported database URL {text!r}: use postgresql://… or sqlite:///path or a file path")
-    return SqliteDatabase(Path(text))
+    return SqliteDatabase(resolve_path(text))

@@ -17,6 +17,7 @@ from pathlib import Path
 import uvicorn
 
 from .app import Limits, create_app
+from ..paths import resolve_path
 from .db import PostgresDatabase, open_database
 from .schema import Role, Roles
 from .storage import Storage
@@ -29,7 +30,7 @@ READER_URL_ENV = "SOVSEAL_SERVER_READER_URL"
 
 def default_database() -> str:
     """``$SOVSEAL_SERVER_DATABASE``, else ``~/.sovseal-server/replication.sqlite3``."""
-    return os.environ.get(DEFAULT_DATABASE_ENV) or str(Path.home() / ".sovseal-server" / "replication.sqlite3")
+    return os.environ.get(DEFAULT_DATABASE_ENV) or str(resolve_path("~/.sovseal-server/replication.sqlite3"))
 
 
 def _role(url: str, what: str) -> Role:
