@@ -33,12 +33,15 @@ from __future__ import annotations
 
 import logging
 import math
+import os
 import shutil
+import sys
 import threading
 from collections.abc import Iterable
 from dataclasses import dataclass
 from datetime import timedelta
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 import pyarrow as pa
@@ -77,6 +80,25 @@ class _Ivf:
         return len(self.centroids)
 
 
+def _import_lancedb() -> Any:
+    """Import lancedb (slow: only this module needs it) with its Rust log at errors only.
+
+    Its logger reads ``LANCEDB_LOG`` once, at import; without it every new store prints a ``WARN``
+    line that the table is about to be created. A level the user set (``LANCEDB_LOG`` or
+    ``RUST_LOG``) is left alone, and the variable is not left set for child processes.
+    """
+    if "LANCEDB_LOG" in os.environ or "RUST_LOG" in os.environ or "lancedb" in sys.modules:
+        import lancedb
+
+        return lancedb
+    os.environ["LANCEDB_LOG"] = "error"
+    try:
+        import lancedb
+    finally:
+        del os.environ["LANCEDB_LOG"]
+    return lancedb
+
+
 class VectorIndex:
     def __init__(
         self,
@@ -89,8 +111,7 @@ class VectorIndex:
         ivf_min_rows: int = IVF_MIN_ROWS,
         probe_fraction: float = IVF_PROBE_FRACTION,
     ) -> None:
-        import lancedb  # imported here: it is slow to import and only this module needs it
-
+        lancedb = _import_lancedb()
         self.directory = directory
         self.dim = dim
         self.ivf_min_rows = ivf_min_rows

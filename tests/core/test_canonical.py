@@ -1,6 +1,6 @@
 """RFC 8785 (JCS) canonicalization: reference vectors, ECMAScript numbers, and typed rejections.
 
-The reference vectors are read from ``../shared/evaldata/json-canonicalization`` (never copied).
+The reference vectors are in ``tests/vectors/json-canonicalization`` (Apache-2.0, source in its README).
 """
 
 from __future__ import annotations
@@ -22,7 +22,7 @@ from sovseal import canonical as canonical_module
 from sovseal.canonical import MAX_SAFE_INTEGER, canonicalize, loads
 from sovseal.errors import CanonicalizationError, InvalidInputError
 
-JCS_DIR = Path(__file__).resolve().parents[2].parent / "shared" / "evaldata" / "json-canonicalization"
+JCS_DIR = Path(__file__).resolve().parents[1] / "vectors" / "json-canonicalization"
 VECTOR_NAMES = sorted(p.name for p in (JCS_DIR / "input").glob("*.json")) if JCS_DIR.is_dir() else []
 
 

@@ -1,6 +1,6 @@
 """Crypto wrappers: Wycheproof AES-256-GCM and HKDF-SHA256 vectors, sealing, AAD binding, counters, ids.
 
-Wycheproof data is read from ``../shared/evaldata/wycheproof`` (never copied).
+Wycheproof data is in ``tests/vectors/wycheproof`` (Apache-2.0, source in its README).
 """
 
 from __future__ import annotations
@@ -33,7 +33,7 @@ from sovseal.crypto import (
 )
 from sovseal.errors import IntegrityError, InvalidInputError, KeyExhaustedError
 
-WYCHEPROOF = Path(__file__).resolve().parents[2].parent / "shared" / "evaldata" / "wycheproof"
+WYCHEPROOF = Path(__file__).resolve().parents[1] / "vectors" / "wycheproof"
 
 
 def _load(name: str) -> dict[str, Any]:
