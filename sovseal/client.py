@@ -13,27 +13,25 @@ import threading
 from collections import defaultdict
 from collections.abc import Callable, Mapping, Sequence
 from datetime import UTC, datetime
-from pathlib import Path
 from typing import TYPE_CHECKING, Any
-
-import numpy as np
 
 from .entries import Entry, make_entry, memory_text
 from .errors import IntegrityError, InvalidInputError, StoreClosedError
 from .frames import Op
-from .index import VectorIndex
 from .keys import coerce_key, load_master_key
-from .paths import default_home, store_dir, store_exists
+from .paths import store_dir, store_exists
 from .models import LogEntry, Memory, Status, StoreResult, VerifyReport
-from .recall import RecallEngine, RecallParams
-from .recall import parse_filter
-from .recall.filters import Filter
 from .replication import DEFAULT_MAX_OUTBOX_BYTES, PullResult, ReplicatedStatus, ReplicationConfig
 from .replication import start as start_replication
 from .store import DEFAULT_BRANCH, Appended, LocalStore, Opened
 from .wire import WireItem
 
-if TYPE_CHECKING:
+if TYPE_CHECKING:  # numpy, the index (pyarrow, LanceDB) and recall load on first use: reads need none of them
+    import numpy as np
+
+    from .index import VectorIndex
+    from .recall import RecallEngine, RecallParams
+    from .recall.filters import Filter
     from .replication.worker import Replicator
 
 EmbedFn = Callable[[Sequence[str]], Any]
@@ -222,6 +220,8 @@ class Sovseal:
         return shared.embedder
 
     def _embed(self, texts: Sequence[str]) -> np.ndarray:
+        import numpy as np
+
         vectors = np.asarray(self._embed_fn()(list(texts)), dtype=np.float32)
         if vectors.ndim != 2 or vectors.shape[0] != len(texts):
             raise InvalidInputError(f"the embedder returned shape {vectors.shape} for {len(texts)} texts")
@@ -234,6 +234,8 @@ class Sovseal:
             dim = int(self._embed(["dimension probe"]).shape[1])  # outside the lock: it may load the model
         with shared.lock:
             if shared.index is None:
+                from .index import VectorIndex
+
                 assert dim is not None  # nosec B101 -- type narrowing: dim was computed above whenever the index was missing
                 shared.index = VectorIndex(self.path / "index", dim)
             return shared.index
@@ -314,6 +316,8 @@ class Sovseal:
         indexed = [i for i, e in enumerate(entries) if e.text != ""]
         rows: dict[int, np.ndarray] = {}
         if vectors is not None:
+            import numpy as np
+
             given = np.asarray(vectors, dtype=np.float32)
             if given.ndim != 2 or given.shape[0] != len(entries):
                 raise InvalidInputError(f"vectors must have one row per item: {len(entries)} rows, got shape {given.shape}")
@@ -533,6 +537,8 @@ class Sovseal:
         Dense similarity only: no keyword side, no decay, no reinforcement, no lineage context.
         """
         self._check_open()
+        import numpy as np
+
         v = np.asarray(vector, dtype=np.float32)
         if v.ndim != 1 or not len(v) or not np.all(np.isfinite(v)):
             raise InvalidInputError("vector must be a non-empty 1-d sequence of finite numbers")
@@ -547,6 +553,8 @@ class Sovseal:
         """Check what recall and recall_by_vector share; an unknown branch fails before any embedding."""
         if not isinstance(k, int) or isinstance(k, bool) or not 1 <= k <= MAX_RECALL_K:
             raise InvalidInputError(f"k must be an integer from 1 to {MAX_RECALL_K}; got {k!r}")
+        from .recall import parse_filter
+
         tree = parse_filter(filter)
         if branch is None:
             branch = self.branch
@@ -563,6 +571,8 @@ class Sovseal:
 
     @recall_params.setter
     def recall_params(self, params: RecallParams) -> None:
+        from .recall import RecallParams
+
         if not isinstance(params, RecallParams):
             raise InvalidInputError(f"recall_params must be a sovseal.recall.RecallParams, got {type(params).__name__}")
         self._recall_engine().params = params
@@ -573,6 +583,8 @@ class Sovseal:
         if shared.recaller is None:
             with shared.lock:
                 if shared.recaller is None:
+                    from .recall import RecallEngine
+
                     shared.recaller = RecallEngine(self._store, self._embed, self._vector_index)
         return shared.recaller
 

@@ -20,7 +20,6 @@ import signal
 import sys
 import threading
 from collections.abc import Callable
-from pathlib import Path
 from typing import TYPE_CHECKING, Annotated, Any, Literal
 
 import anyio
@@ -339,7 +338,6 @@ def serve_stdio(
 
     stdout carries the protocol only; notes and warnings go to stderr.
     """
-    os.environ.setdefault("LANCEDB_LOG", "error")
     logging.basicConfig(stream=sys.stderr, level=logging.WARNING, format="sovseal mcp: %(levelname)s %(message)s")
     directory = store_dir(path)
     created = not ops.store_exists(directory)

@@ -25,7 +25,7 @@ from pathlib import Path
 from typing import IO, Any
 
 from .client import EmbedFn, Sovseal
-from .paths import ENV_HOME, default_home, store_dir, store_exists
+from .paths import ENV_HOME, store_dir, store_exists
 from .crypto import aead_decrypt, aead_encrypt, derive_subkeys, hkdf_sha256
 from .errors import (
     IntegrityError,

@@ -20,7 +20,7 @@ import threading
 from collections import OrderedDict
 from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
@@ -30,6 +30,20 @@ from sovseal.errors import InvalidInputError, ModelUnavailableError
 if TYPE_CHECKING:
     import onnxruntime
     import tokenizers
+
+def _import_onnxruntime() -> Any:
+    """Import onnxruntime with its telemetry off.
+
+    Since 1.2x its Linux and macOS builds start a telemetry uploader at import that writes a device
+    id and an event cache under ``~/.cache/Microsoft`` and a ``.ses`` file in the temporary
+    directory. sovseal sends nothing anywhere and writes nothing outside the store and the model
+    cache, so ``ORT_DISABLE_TELEMETRY=1`` is set first, unless the user set it themselves.
+    """
+    os.environ.setdefault("ORT_DISABLE_TELEMETRY", "1")
+    import onnxruntime
+
+    return onnxruntime
+
 
 DIM = 384
 MAX_TOKENS = 256
@@ -132,7 +146,7 @@ class Embedder:
             return self._model
 
     def _load(self) -> _Model:
-        import onnxruntime as ort
+        ort = _import_onnxruntime()
         from tokenizers import Tokenizer
 
         files = resolve_model(self._model_dir, allow_download=self._allow_download)

@@ -116,6 +116,10 @@ def test_runs_top_to_bottom(notebook: Path, tmp_path: Path, monkeypatch: pytest.
     # Offline: every Python process the notebook starts refuses (and logs) a connection off this machine.
     net_log = tmp_path / "network-attempts.log"
     monkeypatch.setenv("COOKBOOK_NET_LOG", str(net_log))
+    # Its own temporary directory: whatever the notebook leaves there is what it would leave in the reader's.
+    scratch = tmp_path / "tmp"
+    scratch.mkdir()
+    monkeypatch.setenv("TMPDIR", str(scratch))
     monkeypatch.setenv("PYTHONPATH", os.pathsep.join(filter(None, [str(OFFLINE), os.environ.get("PYTHONPATH")])))
     client = NotebookClient(
         nb,
@@ -127,3 +131,4 @@ def test_runs_top_to_bottom(notebook: Path, tmp_path: Path, monkeypatch: pytest.
     assert not net_log.exists(), f"the notebook reached for the network:\n{net_log.read_text()}"
     home = tmp_path / "home"
     assert not home.exists() or not any(home.iterdir()), "the notebook wrote to SOVSEAL_HOME; keep to its temporary directory"
+    assert sorted(p.name for p in scratch.iterdir()) == [], "the notebook left files in the temporary directory; clean up at its end"
