@@ -5,8 +5,22 @@ what they depend on arrives, and serves them back in acceptance order to any dev
 project. SQLite by default, PostgreSQL when given a ``postgresql://`` URL.
 """
 
-from .app import Limits, create_app
+from .app import create_app
+from .limits import LimitError, Limits
 from .runner import ServerThread, open_storage, reserve_port, serve
-from .storage import ConflictError, PushOutcome, Storage
+from .storage import ConflictError, HeldQuota, PushOutcome, QuotaExceeded, Storage
 
-__all__ = ["ConflictError", "Limits", "PushOutcome", "ServerThread", "Storage", "create_app", "open_storage", "reserve_port", "serve"]
+__all__ = [
+    "ConflictError",
+    "HeldQuota",
+    "LimitError",
+    "Limits",
+    "PushOutcome",
+    "QuotaExceeded",
+    "ServerThread",
+    "Storage",
+    "create_app",
+    "open_storage",
+    "reserve_port",
+    "serve",
+]

@@ -4,43 +4,45 @@ Three endpoints (``/v2/replicate/push``, ``/v2/replicate/pull``, ``/v2/health``)
 is JSON ``{"error": code, "message": text, "ids": [...]}`` so a client can tell a batch-wide
 problem (auth, size) from item-level ones (``ids`` names them) and quarantine only those.
 Status codes carry the retry policy: 4xx means "this request will never succeed as is" and is
-never retried blindly by the client; 5xx (here 503 when the database fails) means "try again".
-Blocking database work runs in the thread pool so one slow commit does not stall the event loop.
+never retried blindly by the client, except 408 (the body came too slowly) and 429 (the project
+holds too many items waiting for others: it clears once they arrive); 5xx (here 503 when the
+database fails) means "try again". No input gets a 5xx. Blocking work (the database, and parsing
+and checking a push body) runs in the thread pool so that it does not stall the event loop.
 """
 
 from __future__ import annotations
 
+import asyncio
 import json
 import logging
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
-from dataclasses import dataclass
+from typing import cast
 
 from starlette.applications import Starlette
 from starlette.concurrency import run_in_threadpool
+from starlette.exceptions import HTTPException
 from starlette.requests import Request
 from starlette.responses import JSONResponse, Response
 from starlette.routing import Route
 
 from ..replication.protocol import HEALTH_PATH, PROJECT_HEADER, PULL_PATH, PUSH_PATH
-from .storage import ConflictError, Storage
-from .validate import ItemError, TooManyItems, parse_push
+from .limits import Limits
+from .storage import ConflictError, HeldQuota, QuotaExceeded, Storage
+from .validate import ItemError, TooManyItems, decode_push
 
 log = logging.getLogger("sovseal.server")
 
+def _error(status: int, code: str, message: str, ids: list[str] | None = None, *, close: bool = False) -> Response:
+    """The JSON error reply, ASCII-only (``ensure_ascii``), so no text in it can fail to encode.
 
-@dataclass(frozen=True, slots=True)
-class Limits:
-    """Request limits. A client batch is at most 32 items of at most ~350 KB each, far below these."""
-
-    max_body: int = 16 * 1024 * 1024  # bytes of one push body
-    max_items: int = 1024  # items in one push
-    max_pull: int = 1000  # items in one pull page
-
-
-def _error(status: int, code: str, message: str, ids: list[str] | None = None) -> JSONResponse:
-    headers = {"WWW-Authenticate": "Bearer"} if status == 401 else None
-    return JSONResponse({"error": code, "message": message, "ids": ids or []}, status_code=status, headers=headers)
+    ``close`` ends the connection after the reply: for a request whose body is left unread.
+    """
+    headers = {"WWW-Authenticate": "Bearer"} if status == 401 else {}
+    if close:
+        headers["Connection"] = "close"
+    text = json.dumps({"error": code, "message": message, "ids": ids or []}, ensure_ascii=True, separators=(",", ":"))
+    return Response(text, status_code=status, headers=headers, media_type="application/json")
 
 
 def _is_project(value: str) -> bool:
@@ -58,9 +60,18 @@ def _count(text: str) -> int | None:
     return int(text)
 
 
+class _ClientGone(Exception):
+    """The client closed the connection before its body was complete: nobody to answer."""
+
+
+class _TooLarge(Exception):
+    """The body passed ``max_body`` while being read."""
+
+
 def create_app(storage: Storage, limits: Limits | None = None) -> Starlette:
     """The ASGI app over ``storage`` (migrated here, closed at shutdown)."""
     limits = limits or Limits()
+    quota = HeldQuota(limits.max_held_items, limits.max_held_bytes)
     storage.migrate()
 
     async def authorize(request: Request) -> str | Response:
@@ -85,23 +96,56 @@ def create_app(storage: Storage, limits: Limits | None = None) -> Starlette:
             return _error(403, "forbidden", "this API key belongs to another project")
         return project
 
+    async def receive_body(request: Request, keep: bool) -> bytes:
+        """The body's bytes (or, with ``keep`` False, none: it is drained), within the body deadline.
+
+        Reading stops at ``max_body`` bytes (_TooLarge), so the limit holds while reading, not
+        after buffering. Raises TimeoutError past the deadline and _ClientGone when the client
+        disconnects.
+        """
+        chunks: list[bytes] = []
+        size = 0
+        async with asyncio.timeout(limits.body_timeout):
+            while True:
+                message = await request.receive()
+                if message["type"] == "http.disconnect":
+                    raise _ClientGone
+                chunk = message.get("body", b"")
+                size += len(chunk)
+                if keep:
+                    if size > limits.max_body:
+                        raise _TooLarge
+                    chunks.append(chunk)
+                if not message.get("more_body", False):
+                    return b"".join(chunks)
+
     async def read_body(request: Request) -> bytes | Response:
-        """The body, or 413 once it passes the limit (drained first, within reason, so the client reads the 413)."""
+        """The body, or the reply to send instead: 413 past the size limit, 408 past the deadline.
+
+        A body declared too large is refused before it is read; one up to 4x the limit is drained
+        first (within the deadline) so that the client, still sending, reads the 413 rather than
+        a reset connection. A client that goes away mid-body is logged at DEBUG, not as an error:
+        it is the client's network, not the server, that failed.
+        """
+        def too_large() -> Response:
+            return _error(413, "too_large", f"a push body may be at most {limits.max_body} bytes", close=True)
+
         declared = request.headers.get("content-length")
-        if declared is not None:
-            if _count(declared) is None:
-                return _error(400, "malformed", "bad Content-Length")
-            if int(declared) > limits.max_body:
-                if int(declared) <= 4 * limits.max_body:
-                    async for _ in request.stream():
-                        pass
-                return _error(413, "too_large", f"a push body may be at most {limits.max_body} bytes")
-        body = bytearray()
-        async for chunk in request.stream():
-            body += chunk
-            if len(body) > limits.max_body:
-                return _error(413, "too_large", f"a push body may be at most {limits.max_body} bytes")
-        return bytes(body)
+        length = _count(declared) if declared is not None else 0
+        if length is None:
+            return _error(400, "malformed", "bad Content-Length", close=True)
+        if length > 4 * limits.max_body:
+            return too_large()
+        try:
+            body = await receive_body(request, keep=length <= limits.max_body)
+        except _TooLarge:
+            return too_large()
+        except TimeoutError:
+            return _error(408, "timeout", f"the body must arrive within {limits.body_timeout:g} s", close=True)
+        except _ClientGone:
+            log.debug("a client disconnected before sending its whole push body")
+            return Response(status_code=400)  # never sent: the connection is gone
+        return body if length <= limits.max_body else too_large()
 
     async def push(request: Request) -> Response:
         project = await authorize(request)
@@ -110,12 +154,8 @@ def create_app(storage: Storage, limits: Limits | None = None) -> Starlette:
         body = await read_body(request)
         if isinstance(body, Response):
             return body
-        try:
-            data = json.loads(body)
-        except (ValueError, UnicodeDecodeError, RecursionError):  # RecursionError: "[[[[…" nested past the parser's limit
-            return _error(400, "malformed", "the body is not JSON")
-        try:
-            items, after = parse_push(data, limits.max_items)
+        try:  # off the event loop: parsing 16 MiB holds the GIL for tens of milliseconds
+            items, after = await run_in_threadpool(decode_push, body, limits.max_items)
         except ItemError as exc:
             return _error(400, "invalid_item", str(exc), [exc.item_id] if exc.item_id else [])
         except TooManyItems as exc:
@@ -123,9 +163,11 @@ def create_app(storage: Storage, limits: Limits | None = None) -> Starlette:
         except ValueError as exc:
             return _error(400, "malformed", str(exc))
         try:
-            outcome = await run_in_threadpool(storage.push, project, items, after)
+            outcome = await run_in_threadpool(storage.push, project, items, after, quota)
         except ConflictError as exc:
             return _error(409, "conflict", "a different body is already stored under these ids", exc.ids)
+        except QuotaExceeded as exc:  # 429: retried by the client, and it succeeds once the missing items arrive
+            return _error(429, "held_quota", str(exc))
         except Exception:  # noqa: BLE001 - a database failure is transient for the client
             log.exception("push failed")
             return _error(503, "unavailable", "the server's database is unavailable; retry later")
@@ -168,6 +210,14 @@ def create_app(storage: Storage, limits: Limits | None = None) -> Starlette:
             return JSONResponse({"status": "unavailable", "backend": storage.backend}, status_code=503)
         return JSONResponse({"status": "ok", "backend": storage.backend})
 
+    async def refused(request: Request, exc: Exception) -> Response:
+        """The router's own 404 and 405, in the same JSON shape as every other refusal."""
+        http = cast(HTTPException, exc)  # only HTTPException is routed here
+        code = {404: "not_found", 405: "method_not_allowed"}.get(http.status_code, "malformed")
+        reply = _error(http.status_code, code, "no such endpoint" if http.status_code == 404 else "method not allowed here")
+        reply.headers.update(http.headers or {})  # 405's Allow
+        return reply
+
     @asynccontextmanager
     async def lifespan(app: Starlette) -> AsyncIterator[None]:
         yield
@@ -180,4 +230,5 @@ def create_app(storage: Storage, limits: Limits | None = None) -> Starlette:
             Route(HEALTH_PATH, health, methods=["GET"]),
         ],
         lifespan=lifespan,
+        exception_handlers={HTTPException: refused},
     )

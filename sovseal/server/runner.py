@@ -3,11 +3,13 @@
 :class:`ServerThread` runs the real uvicorn server on loopback inside the calling process. It
 can be handed a socket that is bound but not yet listening, so a test can give a client the
 address first (connections are refused: the server is "down") and start serving later without
-any race for the port.
+any race for the port. Both run uvicorn with the guarded h11 protocol of
+:mod:`sovseal.server.connections` (header deadline, connection cap).
 """
 
 from __future__ import annotations
 
+import logging
 import os
 import socket
 import threading
@@ -17,6 +19,7 @@ from pathlib import Path
 import uvicorn
 
 from .app import Limits, create_app
+from .connections import guarded_protocol
 from ..paths import resolve_path
 from .db import PostgresDatabase, open_database
 from .schema import Role, Roles
@@ -26,6 +29,15 @@ DEFAULT_DATABASE_ENV = "SOVSEAL_SERVER_DATABASE"
 #: PostgreSQL least privilege: pushes connect with this URL (the writer role), pulls with the next (the reader).
 WRITER_URL_ENV = "SOVSEAL_SERVER_WRITER_URL"
 READER_URL_ENV = "SOVSEAL_SERVER_READER_URL"
+#: Connections the kernel queues for accept. asyncio accepts a whole queue in one burst, before
+#: the connection cap sees any of them, so it must fit in the descriptors kept in reserve.
+BACKLOG = 128
+#: File descriptors kept out of reach of client connections: the database (SQLite opens three
+#: per thread of the pool of 40, PostgreSQL one socket per thread and role), one accept burst
+#: (BACKLOG), the listening socket, logs.
+FD_RESERVE = 384
+
+log = logging.getLogger("sovseal.server")
 
 
 def default_database() -> str:
@@ -82,10 +94,35 @@ def open_storage(database: str | Path | None = None, *, writer: str | None = Non
     return storage
 
 
+def connection_cap(wanted: int) -> int:
+    """``wanted``, lowered if needed to leave FD_RESERVE descriptors under the process's open-file limit.
+
+    Past that limit every accept fails and asyncio logs a traceback for each attempt, while the
+    database can no longer open a file: the cap keeps client connections from ever getting there.
+    """
+    try:
+        import resource
+    except ImportError:  # not a Unix: no descriptor limit to read
+        return wanted
+    soft, _hard = resource.getrlimit(resource.RLIMIT_NOFILE)
+    if soft == resource.RLIM_INFINITY or wanted <= soft - FD_RESERVE:
+        return wanted
+    cap = max(1, soft - FD_RESERVE)
+    log.info("at most %d connections (not %d): the open-file limit is %d and %d are kept for the database", cap, wanted, soft, FD_RESERVE)
+    return cap
+
+
+def _guarded(limits: Limits) -> dict[str, object]:
+    """uvicorn options that bound what a connection may cost (see :mod:`sovseal.server.connections`)."""
+    cap = connection_cap(limits.max_connections)
+    return {"http": guarded_protocol(limits.header_timeout, cap), "backlog": BACKLOG, "server_header": False}
+
+
 def serve(database: str | None, host: str, port: int, limits: Limits | None = None, log_level: str = "info") -> None:
-    """Serve until interrupted (what ``sovseal serve`` runs); the role URLs come from the environment."""
+    """Serve until interrupted (what ``sovseal serve`` runs); the role URLs and limits come from the environment."""
+    limits = limits or Limits()
     app = create_app(open_storage(database), limits)
-    uvicorn.run(app, host=host, port=port, log_level=log_level, server_header=False, proxy_headers=False)
+    uvicorn.run(app, host=host, port=port, log_level=log_level, proxy_headers=False, **_guarded(limits))  # type: ignore[arg-type]
 
 
 def reserve_port(host: str = "127.0.0.1") -> socket.socket:
@@ -110,8 +147,9 @@ class ServerThread:
         writer: str | None = None,
         reader: str | None = None,
     ) -> None:
+        self.limits = limits or Limits()
         self.storage = open_storage(database, writer=writer, reader=reader)
-        self.app = create_app(self.storage, limits)
+        self.app = create_app(self.storage, self.limits)
         self.sock = sock or reserve_port()
         host, port = self.sock.getsockname()[:2]
         self.url = f"http://{host}:{port}"
@@ -119,7 +157,7 @@ class ServerThread:
         self._thread: threading.Thread | None = None
 
     def start(self, timeout: float = 10.0) -> ServerThread:
-        config = uvicorn.Config(self.app, log_level="warning", lifespan="on", server_header=False, timeout_graceful_shutdown=2)
+        config = uvicorn.Config(self.app, log_level="warning", lifespan="on", timeout_graceful_shutdown=2, **_guarded(self.limits))  # type: ignore[arg-type]
         self._server = uvicorn.Server(config)
         self._thread = threading.Thread(target=self._server.run, kwargs={"sockets": [self.sock]}, daemon=True, name="sovseal-server")
         self._thread.start()

@@ -24,9 +24,9 @@ from .db import Database, PostgresDatabase, Tx
 
 log = logging.getLogger("sovseal.server")
 
-SCHEMA_VERSION = 2
+SCHEMA_VERSION = 3
 
-_TABLES = ("sovseal_meta", "api_keys", "projects", "items", "branches", "held")
+_TABLES = ("sovseal_meta", "api_keys", "projects", "items", "branches", "held", "held_waits")
 
 _CREATE = [
     "CREATE TABLE IF NOT EXISTS sovseal_meta (name TEXT PRIMARY KEY, value TEXT NOT NULL)",
@@ -44,13 +44,41 @@ _CREATE = [
         project TEXT NOT NULL, hseq BIGINT NOT NULL, id TEXT NOT NULL, after_id TEXT NOT NULL,
         kind TEXT NOT NULL, parent TEXT NOT NULL, branch TEXT NOT NULL, digest TEXT NOT NULL,
         body TEXT NOT NULL, received_at DOUBLE PRECISION NOT NULL, released INTEGER NOT NULL DEFAULT 0,
-        PRIMARY KEY (project, hseq), UNIQUE (project, id))""",
+        body_bytes BIGINT NOT NULL DEFAULT 0, PRIMARY KEY (project, hseq), UNIQUE (project, id))""",
+    # What each held item waits for: the ids (and, for a record, the branch) not yet accepted when
+    # it arrived. A release looks up the waiters of what it just accepted, so it loads only held
+    # items that may have become ready, never every held body. A row per missing id, so an item
+    # may wait on several (a merge naming two parents needs no schema change).
+    """CREATE TABLE IF NOT EXISTS held_waits (
+        project TEXT NOT NULL, item_id TEXT NOT NULL, waits_for TEXT NOT NULL,
+        PRIMARY KEY (project, item_id, waits_for))""",
 ]
 
-#: Version 1 deleted a held item once released; version 2 marks it (no role may delete).
-_UPGRADES = {1: ["ALTER TABLE held ADD COLUMN released INTEGER NOT NULL DEFAULT 0"]}
+#: The dependencies of a held row that are not accepted yet, as (project, item_id, waits_for).
+_MISSING = """
+    SELECT project, id, after_id FROM held h WHERE released = 0 AND after_id <> ''
+        AND NOT EXISTS (SELECT 1 FROM items i WHERE i.project = h.project AND i.id = h.after_id)
+    UNION SELECT project, id, parent FROM held h WHERE released = 0 AND parent <> ''
+        AND NOT EXISTS (SELECT 1 FROM items i WHERE i.project = h.project AND i.id = h.parent)
+    UNION SELECT project, id, branch FROM held h WHERE released = 0 AND kind = 'record'
+        AND NOT EXISTS (SELECT 1 FROM branches b WHERE b.project = h.project AND b.branch = h.branch)"""
 
-_AFTER = ["CREATE INDEX IF NOT EXISTS held_waiting ON held (project, hseq) WHERE released = 0"]
+#: Version 1 deleted a held item once released; version 2 marks it (no role may delete).
+#: Version 3 indexes held items by what they wait for, and keeps their size for the quota.
+_UPGRADES = {
+    1: ["ALTER TABLE held ADD COLUMN released INTEGER NOT NULL DEFAULT 0"],
+    2: [
+        "ALTER TABLE held ADD COLUMN body_bytes BIGINT NOT NULL DEFAULT 0",
+        "UPDATE held SET body_bytes = LENGTH(body) WHERE released = 0",
+        "DROP INDEX IF EXISTS held_waiting",
+        f"INSERT INTO held_waits (project, item_id, waits_for) {_MISSING}",
+    ],
+}
+
+_AFTER = [
+    "CREATE INDEX IF NOT EXISTS held_unreleased ON held (project, body_bytes) WHERE released = 0",
+    "CREATE INDEX IF NOT EXISTS held_waits_for ON held_waits (project, waits_for)",
+]
 
 #: What the writer may change, column by column (everything else it can only read or append).
 _WRITER_UPDATES = {
@@ -58,7 +86,7 @@ _WRITER_UPDATES = {
     "projects": "project, next_seq, next_hold, held_count",  # the per-project counters (and the upsert's lock)
     "held": "released, body",  # mark released, dropping the copy now in items
 }
-_WRITER_INSERTS = ("api_keys", "projects", "items", "branches", "held")
+_WRITER_INSERTS = ("api_keys", "projects", "items", "branches", "held", "held_waits")
 
 _ROLE_NAME = re.compile(r"[a-z_][a-z0-9_]{0,62}\Z")
 #: What libpq's PQencryptPasswordConn returns: SCRAM-SHA-256$<iter>:<salt>$<key>:<key> in base64.

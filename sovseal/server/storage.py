@@ -9,7 +9,9 @@ strictly in the order given):
 - *Nothing is accepted before what it depends on.* A record needs its parent record and a
   branch event for its branch; a branch event its HEAD record; a reinforcement its target. An
   item that arrives early is *held* (durably, so it is still acknowledged) and released, in
-  arrival order, as soon as what it waits for is accepted.
+  arrival order, as soon as what it waits for is accepted. Each held item is indexed by what it
+  waits for (``held_waits``), so a release reads only the held items it may free, and a project
+  may hold at most a quota of items and bytes (a push past it is refused whole).
 - *Nothing overtakes its predecessor.* Each item also waits for the item sent just before it
   (the previous one in its batch, or the batch's ``after``), so batches that the network
   reorders are still accepted in the sender's journal order: branch moves are relative to the
@@ -50,6 +52,22 @@ class ConflictError(Exception):
         self.ids = ids
 
 
+class QuotaExceeded(Exception):
+    """The push would leave its project holding more than its quota; nothing of it was applied."""
+
+
+@dataclass(frozen=True, slots=True)
+class HeldQuota:
+    """How much one project may hold back at once: items waiting for what they depend on, and their bytes.
+
+    Held items are the one thing a tenant can park on the server without it ever entering the
+    pull order (orphans whose parent never comes), so they are what needs a bound per project.
+    """
+
+    items: int
+    bytes: int
+
+
 @dataclass(frozen=True, slots=True)
 class PushOutcome:
     accepted: int  # new items accepted into the pull order by this push
@@ -68,7 +86,7 @@ class PullPage:
 
 @dataclass(slots=True)
 class _Pending:
-    """An item not yet accepted: a new one from this push, or a held one being reconsidered."""
+    """A new item of this push, not accepted yet."""
 
     id: str
     after: str
@@ -77,6 +95,18 @@ class _Pending:
     branch: str
     digest: str
     body: str
+
+
+@dataclass(slots=True)
+class _Waiter:
+    """A held item that something just accepted may have made ready, and everything it waits for."""
+
+    hseq: int
+    id: str
+    kind: str
+    branch: str
+    size: int
+    waits: list[tuple[str, bool]]  # (id or branch it waits for, accepted before this transaction)
 
 
 def hash_api_key(key: str) -> str:
@@ -217,8 +247,11 @@ class Storage:
             group = "(" + ",".join("?" * len(chunk[0])) + ")"
             tx.execute(f"{head} VALUES {','.join([group] * len(chunk))}{tail}", [v for row in chunk for v in row])
 
-    def push(self, project: str, items: Sequence[Item], after: str) -> PushOutcome:
-        """Apply one validated batch atomically; raises ConflictError (nothing applied) on a conflict."""
+    def push(self, project: str, items: Sequence[Item], after: str, quota: HeldQuota) -> PushOutcome:
+        """Apply one validated batch atomically.
+
+        Raises ConflictError or QuotaExceeded, and then nothing of the batch is applied.
+        """
         with self.db.transaction() as tx:
             next_seq, next_hold, held_count = self._counters(tx, project)
             ids = {it.id for it in items}
@@ -244,26 +277,21 @@ class Storage:
                     seen.add(it.id)
                 pred = it.id
 
-            acceptor = _Acceptor(project, next_seq, set(known))
-            acceptor.branches = known_branches
-            acceptor.checked = ids | refs  # looked up already: absent means not accepted
-            acceptor.checked_branches = set(branches)
+            acceptor = _Acceptor(project, next_seq, set(known), known_branches)
+            # One pass suffices: an item that is not ready holds back every later one (its successors).
             waiting = [p for p in pending if not acceptor.try_accept(p)]
-            holds = [
-                (project, next_hold + i, p.id, p.after, p.kind, p.parent, p.branch, p.digest, p.body, acceptor.now)
-                for i, p in enumerate(waiting)
-            ]
-            if holds:
-                self._insert(tx, "INSERT INTO held (project, hseq, id, after_id, kind, parent, branch, digest, body, received_at)", holds)
-            next_hold += len(waiting)
+            if waiting:
+                self._hold(tx, acceptor, waiting, next_hold)
             direct = len(acceptor.inserts)
-            released: set[str] = set()
-            if direct and held_count:  # what was just accepted may be what held items wait for
-                released = self._release(tx, acceptor)
+            released = self._release(tx, acceptor) if direct and held_count else {}
+            still_held = [p.id for p in waiting if p.id not in released]
             held_count += len(waiting) - len(released)
+            if still_held:
+                self._check_quota(tx, project, held_count, sum(released.values()), quota)
             with tx.pipeline():
                 if acceptor.inserts:
                     self._insert(tx, "INSERT INTO items (project, seq, id, kind, digest, body, received_at)", acceptor.inserts)
+                self._move(tx, acceptor)
                 if acceptor.new_branches:
                     self._insert(
                         tx,
@@ -273,51 +301,87 @@ class Storage:
                     )
                 tx.execute(
                     "UPDATE projects SET next_seq = ?, next_hold = ?, held_count = ? WHERE project = ?",
-                    (acceptor.next_seq, next_hold, held_count, project),
+                    (acceptor.next_seq, next_hold + len(waiting), held_count, project),
                 )
-        still_held = [p.id for p in waiting if p.id not in released]
         return PushOutcome(direct, len(items) - len(pending), still_held, len(released), acceptor.next_seq - 1)
 
-    def _prefetch(self, tx: Tx, acceptor: _Acceptor, candidates: Sequence[_Pending]) -> None:
-        """Load which referenced items and branches are accepted, for ids not looked up yet (one query)."""
-        refs = ({p.after for p in candidates} | {p.parent for p in candidates}) - acceptor.known - acceptor.checked - {""}
-        wanted = {p.branch for p in candidates if p.kind == "record"} - acceptor.branches - acceptor.checked_branches
-        if refs or wanted:
-            known, _, branches = self._lookup(tx, acceptor.project, refs, branches=wanted)
-            acceptor.known.update(known)
-            acceptor.branches.update(branches)
-        acceptor.checked |= refs
-        acceptor.checked_branches |= wanted
-
-    def _release(self, tx: Tx, acceptor: _Acceptor) -> set[str]:
-        """Accept every held item that has become ready, in arrival order, until none is."""
-        rows = tx.execute(
-            "SELECT id, after_id, kind, parent, branch, digest, body FROM held WHERE project = ? AND released = 0 ORDER BY hseq",
-            (acceptor.project,),
+    def _hold(self, tx: Tx, acceptor: _Acceptor, waiting: Sequence[_Pending], next_hold: int) -> None:
+        """Store items that cannot be accepted yet, each indexed by every dependency it still misses."""
+        project = acceptor.project
+        self._insert(
+            tx,
+            "INSERT INTO held (project, hseq, id, after_id, kind, parent, branch, digest, body, body_bytes, received_at)",
+            [
+                (project, next_hold + i, p.id, p.after, p.kind, p.parent, p.branch, p.digest, p.body, len(p.body), acceptor.now)
+                for i, p in enumerate(waiting)
+            ],
         )
-        if not rows:
-            return set()
-        remaining = [_Pending(*(str(v) for v in row)) for row in rows]
-        self._prefetch(tx, acceptor, remaining)
-        released: set[str] = set()
-        progress = True
-        while progress and remaining:
-            progress = False
-            still: list[_Pending] = []
-            for p in remaining:
-                if acceptor.try_accept(p):
-                    released.add(p.id)
-                    progress = True
-                else:
-                    still.append(p)
-            remaining = still
-        done = sorted(released)
-        for chunk in _chunks(done):
+        waits = [(project, p.id, missing) for p in waiting for missing in acceptor.missing(p)]
+        self._insert(tx, "INSERT INTO held_waits (project, item_id, waits_for)", waits)
+
+    def _release(self, tx: Tx, acceptor: _Acceptor) -> dict[str, int]:
+        """Accept the held items that this push made ready, then those they made ready, in arrival order.
+
+        Only the waiters of what was just accepted are read (and not their bodies, which are
+        copied in SQL), so a project's other held items cost nothing here however many there are.
+        Returns the released ids and their body sizes.
+        """
+        released: dict[str, int] = {}
+        done = 0
+        while done < len(acceptor.fresh):
+            frontier, done = acceptor.fresh[done:], len(acceptor.fresh)
+            for w in self._waiters(tx, acceptor.project, frontier):
+                if w.id not in acceptor.known and all(met or acceptor.has(dep) for dep, met in w.waits):
+                    acceptor.release(w.id, w.kind, w.branch)
+                    released[w.id] = w.size
+        return released
+
+    def _waiters(self, tx: Tx, project: str, accepted: Sequence[str]) -> list[_Waiter]:
+        """The unreleased held items waiting for any of ``accepted``, with all they wait for, by arrival."""
+        found: dict[str, _Waiter] = {}
+        for chunk in _chunks(sorted(set(accepted))):
+            marks = ",".join("?" * len(chunk))
+            sql = (  # nosec B608 -- only '?' placeholders are interpolated
+                "SELECT h.hseq, h.id, h.kind, h.branch, h.body_bytes, w.waits_for, "
+                "EXISTS (SELECT 1 FROM items i WHERE i.project = w.project AND i.id = w.waits_for) "
+                "OR EXISTS (SELECT 1 FROM branches b WHERE b.project = w.project AND b.branch = w.waits_for) "
+                "FROM held h JOIN held_waits w ON w.project = h.project AND w.item_id = h.id "
+                "WHERE h.project = ? AND h.released = 0 AND h.id IN "
+                f"(SELECT item_id FROM held_waits WHERE project = ? AND waits_for IN ({marks}))"
+            )
+            for hseq, item_id, kind, branch, size, dep, met in tx.execute(sql, (project, project, *chunk)):
+                waiter = found.setdefault(str(item_id), _Waiter(int(hseq), str(item_id), str(kind), str(branch), int(size), []))
+                if (str(dep), bool(met)) not in waiter.waits:
+                    waiter.waits.append((str(dep), bool(met)))
+        return sorted(found.values(), key=lambda w: w.hseq)
+
+    def _check_quota(self, tx: Tx, project: str, held_count: int, released_bytes: int, quota: HeldQuota) -> None:
+        """Raise QuotaExceeded if the project would hold more than ``quota`` after this push."""
+        retry = "Nothing was stored: retry once the items they wait for have arrived"
+        if held_count > quota.items:
+            raise QuotaExceeded(f"this push would leave {held_count} items waiting for items not received yet (at most {quota.items}). {retry}")
+        rows = tx.execute("SELECT COALESCE(SUM(body_bytes), 0) FROM held WHERE project = ? AND released = 0", (project,))
+        held_bytes = int(rows[0][0]) - released_bytes  # the released rows are marked only after this check
+        if held_bytes > quota.bytes:
+            raise QuotaExceeded(
+                f"this push would leave {held_bytes} bytes of items waiting for items not received yet (at most {quota.bytes}). {retry}"
+            )
+
+    def _move(self, tx: Tx, acceptor: _Acceptor) -> None:
+        """Copy released items from held into the pull order (in SQL: no body passes through Python), then mark them."""
+        project = acceptor.project
+        for chunk in _chunks(acceptor.moves):
+            values = ",".join(["(?, ?)"] * len(chunk))
+            sql = (  # nosec B608 -- only '?' placeholders are interpolated
+                f"WITH moved (id, seq) AS (VALUES {values}) "
+                "INSERT INTO items (project, seq, id, kind, digest, body, received_at) "
+                "SELECT h.project, moved.seq, h.id, h.kind, h.digest, h.body, ? FROM moved JOIN held h ON h.project = ? AND h.id = moved.id"
+            )
+            tx.execute(sql, (*(v for move in chunk for v in move), acceptor.now, project))
             marks = ",".join("?" * len(chunk))
             # Marked, never deleted (no role may delete); the body now lives in items, so drop the copy.
             sql = f"UPDATE held SET released = 1, body = '' WHERE project = ? AND id IN ({marks})"  # nosec B608 -- only '?' placeholders are interpolated
-            tx.execute(sql, (acceptor.project, *chunk))
-        return released
+            tx.execute(sql, (project, *(item_id for item_id, _ in chunk)))
 
     # -- pull and facts ----------------------------------------------------------------------
 
@@ -347,28 +411,44 @@ class Storage:
 class _Acceptor:
     """Hands out sequence numbers to items whose dependencies are accepted, within one transaction."""
 
-    def __init__(self, project: str, next_seq: int, known: set[str]) -> None:
+    def __init__(self, project: str, next_seq: int, known: set[str], branches: set[str]) -> None:
         self.project = project
         self.next_seq = next_seq
         self.known = known  # accepted item ids seen so far
-        self.branches: set[str] = set()  # branch ids with an accepted branch event
-        self.checked: set[str] = set()  # ids already looked up in this transaction
-        self.checked_branches: set[str] = set()
-        self.new_branches: set[str] = set()
-        self.inserts: list[tuple[object, ...]] = []
+        self.branches = branches  # branch ids with an accepted branch event
+        self.fresh: list[str] = []  # ids and branch ids this transaction accepted, in order
+        self.new_branches: list[str] = []
+        self.inserts: list[tuple[object, ...]] = []  # new items accepted at once, with their bodies
+        self.moves: list[tuple[str, int]] = []  # held items released: (id, seq)
         self.now = time.time()
 
+    def has(self, dependency: str) -> bool:
+        """Is this item id (64 hex) or branch id (32 hex) accepted in this transaction or looked up as accepted?"""
+        return dependency in self.known or dependency in self.branches
+
+    def missing(self, p: _Pending) -> list[str]:
+        """What ``p`` still waits for: its predecessor, its parent, and for a record its branch."""
+        needs = dict.fromkeys(d for d in (p.after, p.parent) if d)
+        if p.kind == "record":
+            needs[p.branch] = None
+        return [d for d in needs if not self.has(d)]
+
     def try_accept(self, p: _Pending) -> bool:
-        ready = (
-            (not p.after or p.after in self.known)
-            and (not p.parent or p.parent in self.known)
-            and (p.kind != "record" or p.branch in self.branches)
-        )
-        if ready:
-            self.inserts.append((self.project, self.next_seq, p.id, p.kind, p.digest, p.body, self.now))
-            self.next_seq += 1
-            self.known.add(p.id)
-            if p.kind == "branch" and p.branch not in self.branches:
-                self.branches.add(p.branch)
-                self.new_branches.add(p.branch)
-        return ready
+        if self.missing(p):
+            return False
+        self.inserts.append((self.project, self._take(p.id, p.kind, p.branch), p.id, p.kind, p.digest, p.body, self.now))
+        return True
+
+    def release(self, item_id: str, kind: str, branch: str) -> None:
+        self.moves.append((item_id, self._take(item_id, kind, branch)))
+
+    def _take(self, item_id: str, kind: str, branch: str) -> int:
+        seq = self.next_seq
+        self.next_seq += 1
+        self.known.add(item_id)
+        self.fresh.append(item_id)
+        if kind == "branch" and branch not in self.branches:
+            self.branches.add(branch)
+            self.new_branches.append(branch)
+            self.fresh.append(branch)
+        return seq
