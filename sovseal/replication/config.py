@@ -41,7 +41,13 @@ class ReplicationConfig:
     request_timeout: float = 30.0
     poll_interval: float = 0.05  # how often an idle worker looks at the outbox
     drain_on_close: float = 5.0  # close() waits this long for a healthy worker to empty the outbox
-    pull_page: int = 1000  # items per pull request
+    pull_page: int = 1000  # items per pull request (the server's limit is 1000)
+    # A pull is bounded whatever the server sends (docs/reliability.md, "A hostile server"):
+    max_page_bytes: int = 16 * 1024 * 1024  # one pull page's body; a full page of 1000 small items is ~1 MiB
+    pull_deadline: float = 60.0  # one pull request, connect to last byte (request_timeout is per read)
+    max_held_items: int = 10_000  # pulled items waiting for a parent, kept in memory during a pull
+    max_held_bytes: int = 64 * 1024 * 1024  # ... and their size (sealed bytes + ~1 KiB each)
+    pull_stall_timeout: float = 120.0  # a pull stops when its cursor has not moved for this long
 
     def __post_init__(self) -> None:
         if not 1 <= self.batch_items <= 1024:
@@ -49,6 +55,13 @@ class ReplicationConfig:
         for name in ("linger", "backoff_base", "backoff_max", "connect_timeout", "request_timeout", "poll_interval", "drain_on_close"):
             if getattr(self, name) < 0:
                 raise InvalidInputError(f"{name} must be >= 0")
+        for name in ("pull_page", "max_page_bytes", "max_held_items", "max_held_bytes"):
+            value = getattr(self, name)
+            if isinstance(value, bool) or not isinstance(value, int) or value < 1:
+                raise InvalidInputError(f"{name} must be a positive integer, got {value!r}")
+        for name in ("pull_deadline", "pull_stall_timeout"):
+            if not getattr(self, name) > 0:
+                raise InvalidInputError(f"{name} must be > 0 seconds")
         if self.backoff_base <= 0 or self.backoff_max < self.backoff_base:
             raise InvalidInputError("backoff_base must be > 0 and backoff_max >= backoff_base")
 

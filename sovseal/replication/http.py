@@ -1,4 +1,6 @@
-"""The client side of the wire: one httpx client, and the rule that turns a response into a decision.
+"""The client side of the wire: the pushing httpx client, and the rule that turns an answer into a decision.
+
+Pulls run in their own bounded session (:mod:`.fetch`) with the same headers and the same rule.
 
 The decision table is the whole retry policy (DESIGN.md §6, seed 001):
 
@@ -21,9 +23,8 @@ from typing import Any, Literal
 
 import httpx
 
-from ..errors import ReplicationError
 from .config import ReplicationConfig, Target, log_bodies
-from .protocol import PROJECT_HEADER, PULL_PATH, PUSH_PATH
+from .protocol import PROJECT_HEADER, PUSH_PATH
 
 log = logging.getLogger("sovseal.replication")
 _TRANSIENT_4XX = frozenset({408, 425, 429})
@@ -39,20 +40,19 @@ class Outcome:
     body: dict[str, Any] = field(default_factory=dict)
 
 
-def _decode(response: httpx.Response) -> dict[str, Any]:
+def _decode(content: bytes) -> dict[str, Any]:
     try:
-        data = response.json()
+        data = json.loads(content)
     except (ValueError, RecursionError):  # RecursionError: nesting past the JSON parser's limit
         return {}
     return data if isinstance(data, dict) else {}
 
 
-def classify(response: httpx.Response) -> Outcome:
-    """Turn one response into ok / retry / rejected."""
-    status = response.status_code
-    data = _decode(response)
+def decide(status: int, reason: str, content: bytes) -> Outcome:
+    """Turn one answer (status, reason phrase, body) into ok / retry / rejected."""
+    data = _decode(content)
     code = str(data.get("error", ""))
-    message = str(data.get("message", "")) or response.reason_phrase
+    message = str(data.get("message", "")) or reason
     ids = [str(i) for i in data.get("ids", []) if isinstance(i, str)] if isinstance(data.get("ids"), list) else []
     if 200 <= status < 300:
         return Outcome("ok", status, body=data)
@@ -68,12 +68,13 @@ class Transport:
         self.target = target
         self.project_blind = project_blind
         timeout = httpx.Timeout(config.request_timeout, connect=config.connect_timeout)
-        headers = {
+        self.config = config
+        self.headers = {
             "Authorization": f"Bearer {target.api_key}",
             PROJECT_HEADER: project_blind,
             "User-Agent": "sovseal-replication/1",
         }
-        self._client = httpx.Client(base_url=target.endpoint, headers=headers, timeout=timeout, follow_redirects=False, trust_env=False)
+        self._client = httpx.Client(base_url=target.endpoint, headers=self.headers, timeout=timeout, follow_redirects=False, trust_env=False)
 
     def push(self, body: bytes) -> Outcome:
         """POST one batch body exactly as given."""
@@ -83,47 +84,7 @@ class Transport:
             response = self._client.post(PUSH_PATH, content=body, headers={"Content-Type": "application/json"})
         except httpx.HTTPError as exc:
             return Outcome("retry", None, "network", f"{type(exc).__name__}: {exc}")
-        return classify(response)
-
-    def pull(self, cursor: int, limit: int) -> dict[str, Any]:
-        """One page of accepted items after ``cursor``; raises ReplicationError on any failure."""
-        if log_bodies():
-            log.info("GET %s%s?cursor=%d&limit=%d (no body)", self.target.endpoint, PULL_PATH, cursor, limit)
-        try:
-            response = self._client.get(PULL_PATH, params={"cursor": cursor, "limit": limit})
-        except httpx.HTTPError as exc:
-            raise ReplicationError(
-                f"could not reach {self.target.endpoint} to pull ({type(exc).__name__}: {exc}); check the endpoint and retry",
-                code="network",
-                retryable=True,
-            ) from None
-        outcome = classify(response)
-        if outcome.verdict != "ok":
-            raise ReplicationError(
-                f"pull from {self.target.endpoint} failed with HTTP {outcome.status} ({outcome.code}): {outcome.message}",
-                status=outcome.status,
-                code=outcome.code,
-                retryable=outcome.verdict == "retry",
-            )
-        try:
-            data = json.loads(response.content)
-        except (ValueError, RecursionError):
-            raise ReplicationError(
-                f"{self.target.endpoint} answered a pull with something that is not JSON", status=response.status_code
-            ) from None
-        if not isinstance(data, dict) or not isinstance(data.get("records"), list):
-            raise ReplicationError(f"{self.target.endpoint} answered a pull without 'records'", status=response.status_code)
-        previous = cursor
-        for raw in data["records"]:  # every page must move forward, or a pull could loop forever
-            seq = raw.get("seq") if isinstance(raw, dict) else None
-            if not isinstance(seq, int) or isinstance(seq, bool) or seq <= previous:
-                raise ReplicationError(
-                    f"{self.target.endpoint} answered a pull with a record without a sequence number above {previous}; "
-                    "is it a sovseal replication server?",
-                    status=response.status_code,
-                )
-            previous = seq
-        return data
+        return decide(response.status_code, response.reason_phrase, response.content)
 
     def close(self) -> None:
         self._client.close()

@@ -21,6 +21,8 @@ HEALTH_PATH = "/v2/health"
 #: The server-blind project id (sha256(project_id ‖ ":" ‖ key), hex) travels in this header.
 PROJECT_HEADER = "X-Sovseal-Project"
 API_KEY_PREFIX = "sov_"
+#: The largest sequence number (and pull cursor) there can be: the server's BIGINT, which it checks too.
+MAX_SEQ = 2**63 - 1
 
 
 def encode_push(items: Sequence[WireItem], after: str) -> bytes:

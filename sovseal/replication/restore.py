@@ -5,27 +5,44 @@ its order can be replayed as is by :meth:`LocalStore.import_items`, which opens 
 re-derives its snapshot id and refuses anything forged before writing it. Items already here
 are skipped, so a pull can be repeated or interrupted at any point.
 
-A cursor per (endpoint, project) is kept beside the journal so the next pull starts where this
-one stopped; it only moves past items that were imported, never past one still waiting for a
-parent. It is a plain sequence number: losing it only means pulling from the start again.
+A pull trusts nothing the server says and is bounded whatever it sends (docs/reliability.md,
+"A hostile server"):
+
+- each request by ``pull_deadline`` and ``max_page_bytes`` (:mod:`.fetch`; a page too large is
+  asked for again with half as many items, down to one), each page by the protocol's rules
+  (:mod:`.page`);
+- items waiting for a parent (``import_items`` returns the suffix that must wait) are kept in
+  memory only up to ``max_held_items`` and ``max_held_bytes``; each later page retries them;
+- the cursor must move within ``pull_stall_timeout``;
+- an honest server sends each item once, so more items already here than this store holds is a
+  server replaying them for ever.
+
+The cursor (:mod:`.cursor`) only moves past items imported (or found already here), never past
+one still waiting: the next pull fetches those again, so the server is where they are held. It
+starts one item early, to check the server still has the item it names; when it does not (a
+server restored from an older backup, its ``last`` below the cursor or its numbers reused), the
+device pulls from zero again, which imports only what it lacks.
 """
 
 from __future__ import annotations
 
-import json
+import logging
+import time
 from collections.abc import Callable
 from dataclasses import dataclass
-from pathlib import Path
-from typing import TYPE_CHECKING
 
-from ..durable import atomic_write
+from ..errors import ReplicationError, ServerMisbehaviourError
 from ..store import LocalStore
 from ..wire import WireItem
+from .config import ReplicationConfig
+from .cursor import Cursor, CursorFile
+from .fetch import PageTooLargeError, PullSession
+from .http import Transport
+from .page import Page, parse_page
 
-if TYPE_CHECKING:
-    from .http import Transport
-
-CURSOR_FILE = "replication-cursor.json"
+log = logging.getLogger("sovseal.replication")
+#: What a held item costs in memory beyond its sealed bytes (four hex ids as str, the object).
+HELD_OVERHEAD = 1024
 
 
 @dataclass(frozen=True, slots=True)
@@ -35,14 +52,7 @@ class PullResult:
     new_items: int  # records, branch moves and reinforcements applied here
     waiting: int  # items that could not be applied: what they depend on is not on the server
     cursor: int  # the server sequence number this store has now imported up to
-
-
-def _load(path: Path) -> dict[str, int]:
-    try:
-        data = json.loads(path.read_text())
-        return {str(k): int(v) for k, v in data.items()} if isinstance(data, dict) else {}
-    except (OSError, ValueError):
-        return {}
+    resynced: bool = False  # the server no longer held the item at the cursor: pulled again from zero
 
 
 def _applied(store: LocalStore) -> tuple[int, int]:
@@ -50,34 +60,154 @@ def _applied(store: LocalStore) -> tuple[int, int]:
         return len(lineage.nodes), len(lineage.nodes) + len(lineage.events)
 
 
-def pull_into(store: LocalStore, transport: Transport, page_size: int, progress: Callable[[int, int], None] | None = None) -> PullResult:
+class _Pull:
+    """The state of one pull: cursor, held items, counters and clocks."""
+
+    def __init__(
+        self,
+        store: LocalStore,
+        session: PullSession,
+        config: ReplicationConfig,
+        cursors: CursorFile,
+        progress: Callable[[int, int], None] | None,
+    ) -> None:
+        self.store = store
+        self.session = session
+        self.config = config
+        self.cursors = cursors
+        self.progress = progress
+        self.endpoint = session.endpoint
+        self.saved = cursors.load()
+        self.limit = config.pull_page
+        self.held: list[tuple[int, WireItem]] = []
+        self.received = 0
+        self.duplicates = 0  # items sent that were already here
+        self.resynced = False
+        self.last = 0  # the highest `last` the server has reported during this pull
+        self.moved_at = time.monotonic()  # when the cursor last moved
+
+    def run(self) -> None:
+        start = after = max(self.saved.seq - 1, 0)  # one item early: does the server still hold it?
+        checking = self.saved.seq > 0
+        while True:
+            page = self._page(after)
+            items = page.items
+            if checking:
+                checking = False
+                # page.py made items[0] the item numbered saved.seq; an older cursor has no id to compare
+                if not items or (self.saved.id and items[0][1].id != self.saved.id):
+                    self._resync(page)
+                    start = after = 0
+                    continue
+                items = items[1:]  # already here: it is what the cursor names
+            self.received += len(items)
+            self._import(items)
+            if self.progress is not None and page.items:
+                done = page.items[-1][0] - start
+                self.progress(done, max(page.last - start, done))
+            if not page.items or not page.more:
+                return
+            after = page.items[-1][0]
+
+    def _page(self, after: int) -> Page:
+        """The next page, halving the items asked for while pages pass ``max_page_bytes``."""
+        while True:
+            waited = time.monotonic() - self.moved_at
+            if waited >= self.config.pull_stall_timeout:
+                raise ReplicationError(
+                    f"the pull from {self.endpoint} made no progress for {waited:.0f} s (pull_stall_timeout): pages came "
+                    f"but nothing in them could be imported ({len(self.held)} item(s) wait for a parent). Everything "
+                    f"imported so far is kept and the cursor is at {self.saved.seq}; pull again later",
+                    code="stalled",
+                    retryable=True,
+                )
+            deadline = min(self.config.pull_deadline, self.config.pull_stall_timeout - waited)
+            try:
+                body = self.session.page(after, self.limit, deadline)
+            except PageTooLargeError:
+                if self.limit == 1:
+                    raise
+                self.limit //= 2
+                continue
+            page = parse_page(body, after, self.limit, self.endpoint)
+            if 2 * len(body) <= self.session.max_bytes:  # twice as many items would likely still fit
+                self.limit = min(self.config.pull_page, self.limit * 2)
+            if page.last < self.last:
+                raise ReplicationError(
+                    f"{self.endpoint}'s newest sequence number went back from {self.last} to {page.last} during the pull: "
+                    "its database was replaced or restored meanwhile. Pull again: the next pull checks the cursor and "
+                    "starts over from zero if it must",
+                    code="history_changed",
+                    retryable=True,
+                )
+            self.last = page.last
+            return page
+
+    def _resync(self, page: Page) -> None:
+        log.warning(
+            "%s no longer holds item %s at sequence number %d (its last is %d): restored from an older backup, or a "
+            "different database; pulling again from zero (items already here are skipped)",
+            self.endpoint,
+            self.saved.id or "(unknown)",
+            self.saved.seq,
+            page.last,
+        )
+        self.resynced = True
+        self.saved = Cursor()
+        self.cursors.save(self.saved)
+        self.last = 0
+
+    def _import(self, items: list[tuple[int, WireItem]]) -> None:
+        """Import held items then ``items``; move the cursor over what was imported; hold the rest."""
+        batch = self.held + items
+        _, before = _applied(self.store)
+        left = self.store.import_items([item for _, item in batch])
+        _, present = _applied(self.store)
+        done = len(batch) - len(left)
+        self.duplicates += done - (present - before)
+        if self.duplicates > present:
+            raise ServerMisbehaviourError(
+                f"{self.endpoint} sent {self.duplicates} items this store already has, more than the {present} it holds: "
+                "an honest server sends each item once. The pull stopped; nothing was lost",
+                code="duplicates",
+            )
+        if done:
+            seq, item = batch[done - 1]
+            self.saved = Cursor(seq, item.id)
+            self.cursors.save(self.saved)
+            self.moved_at = time.monotonic()
+        self.held = batch[done:]
+        held_bytes = sum(len(item.sealed) + HELD_OVERHEAD for _, item in self.held)
+        if len(self.held) > self.config.max_held_items or held_bytes > self.config.max_held_bytes:
+            first = self.held[0][1]
+            raise ReplicationError(
+                f"{len(self.held)} items ({held_bytes} bytes) pulled from {self.endpoint} wait for what item {first.id} "
+                f"depends on (its parent {first.parent or '-'} or branch), which the server has not sent; a pull holds "
+                f"at most max_held_items={self.config.max_held_items} and max_held_bytes={self.config.max_held_bytes}. "
+                f"Everything before them is imported and the cursor is at {self.saved.seq}. An honest server never "
+                "sends an item before what it depends on: check the server",
+                code="held_limit",
+                ids=[first.id],
+            )
+
+
+def pull_into(
+    store: LocalStore, transport: Transport, config: ReplicationConfig, progress: Callable[[int, int], None] | None = None
+) -> PullResult:
     """Pull every accepted item after the saved cursor and import it; ``progress(done, total)`` per page."""
-    path = store.directory / CURSOR_FILE
-    key = f"{transport.target.endpoint} {transport.project_blind}"
-    cursors = _load(path)
-    start = cursor = saved = cursors.get(key, 0)
+    cursors = CursorFile(store.directory, f"{transport.target.endpoint} {transport.project_blind}")
     records_before, items_before = _applied(store)
-    received = 0
-    waiting: list[tuple[int, WireItem]] = []
-    while True:
-        data = transport.pull(cursor, page_size)
-        page = [(int(raw["seq"]), WireItem.from_json(raw)) for raw in data["records"]]
-        received += len(page)
-        batch = waiting + page
-        left = store.import_items([item for _, item in batch])
-        waiting = batch[len(batch) - len(left) :]
-        if page:
-            cursor = page[-1][0]
-        safe = waiting[0][0] - 1 if waiting else cursor
-        if safe != saved:
-            cursors = {**_load(path), key: safe}
-            atomic_write(path, json.dumps(cursors, indent=1).encode())
-            saved = safe
-        if progress is not None:
-            last = data.get("last")
-            last = last if isinstance(last, int) and not isinstance(last, bool) else cursor
-            progress(cursor - start, max(last - start, cursor - start))
-        if not page or not data.get("more"):
-            break
+    with PullSession(transport) as session:
+        pull = _Pull(store, session, config, cursors, progress)
+        pull.run()
     records_after, items_after = _applied(store)
-    return PullResult(received, records_after - records_before, items_after - items_before, len(waiting), saved)
+    if pull.held:
+        log.warning(
+            "%d item(s) pulled from %s wait for item %s, which the server has not sent; the next pull fetches them again",
+            len(pull.held),
+            transport.target.endpoint,
+            pull.held[0][1].parent,
+        )
+    return PullResult(
+        pull.received, records_after - records_before, items_after - items_before, len(pull.held), pull.saved.seq, pull.resynced
+    )

@@ -35,6 +35,8 @@ class ReplicationStatus:
     replicated: int  # items acknowledged by the server since this handle opened
     rejected: int  # items refused with a 4xx, waiting for you (``replication.rejected()``)
     retry_in: float | None  # seconds until the next attempt while backing off
+    pull_waiting: int = 0  # items the last pull left waiting for a parent the server has not sent
+    pull_error: str | None = None  # why the last pull failed; None once a pull succeeds
 
 
 @dataclass(frozen=True, slots=True)

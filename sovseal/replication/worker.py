@@ -25,7 +25,7 @@ import time
 from collections.abc import Callable
 from datetime import UTC, datetime
 
-from ..errors import BackpressureTimeoutError, ReplicationError
+from ..errors import BackpressureTimeoutError, ReplicationError, SovsealError
 from ..store import LocalStore
 from ..wire import WireItem
 from .config import ReplicationConfig, Target
@@ -85,6 +85,9 @@ class Replicator:
         self._last_error_at: datetime | None = None
         self._last_success_at: datetime | None = None
         self._replicated = 0
+        self._pull_lock = threading.Lock()
+        self._pull_waiting = 0  # what the last pull left waiting for a parent
+        self._pull_error: str | None = None
         # Acks are journaled by a second thread so the next push overlaps the ack's fsync, and
         # acks that queue up meanwhile share one fsync. Ids wait in ``_acking`` until journaled.
         self._acking: set[str] = set()
@@ -385,8 +388,21 @@ class Replicator:
         return len(requeued)
 
     def pull(self, progress: Callable[[int, int], None] | None = None) -> PullResult:
-        """Fetch and import everything the server accepted for this project (see :func:`.restore.pull_into`)."""
-        return pull_into(self._store, self._transport, self.config.pull_page, progress)
+        """Fetch and import everything the server accepted for this project (see :func:`.restore.pull_into`).
+
+        Pulls run one at a time (they share the cursor); the outcome shows in ``status()``.
+        """
+        with self._pull_lock:
+            try:
+                result = pull_into(self._store, self._transport, self.config, progress)
+            except SovsealError as exc:  # the server's refusal, a bound, a forged item (IntegrityError), ...
+                with self._lock:
+                    self._pull_error = str(exc)
+                raise
+            with self._lock:
+                self._pull_error = None
+                self._pull_waiting = result.waiting
+            return result
 
     def status(self) -> ReplicationStatus:
         with self._lock:
@@ -403,6 +419,8 @@ class Replicator:
                 replicated=self._replicated,
                 rejected=len(self._quarantine),
                 retry_in=retry_in,
+                pull_waiting=self._pull_waiting,
+                pull_error=self._pull_error,
             )
 
     def close(self) -> None:
