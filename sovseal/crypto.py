@@ -46,10 +46,16 @@ __all__ = [
     "hkdf_sha256",
     "keyed_id",
     "project_blind_id",
+    "pad",
+    "padme",
     "record_aad",
+    "unpad",
 ]
 
-FORMAT_VERSION = 1
+#: The AAD layout version of what this code seals (journal format 3: clear fields authenticated,
+#: plaintext padded). Version 1 is what journal format 2 sealed; it is only ever opened.
+FORMAT_VERSION = 2
+LEGACY_FORMAT_VERSION = 1
 KEY_SIZE = 32  # AES-256 and the master key
 NONCE_SIZE = 12  # 96-bit GCM nonce
 TAG_SIZE = 16  # 128-bit GCM tag
@@ -228,18 +234,49 @@ def _field(value: str, name: str) -> bytes:
     return struct.pack(">I", len(data)) + data
 
 
-def record_aad(*, key_id: str, wire_id: str, parent_wire_id: str, context: str = "") -> bytes:
+def padme(length: int) -> int:
+    """The Padmé bucket for ``length`` bytes (Nikitin et al., PETS 2019).
+
+    It keeps the top ``floor(log2(E)) + 1`` bits of the length, ``E = floor(log2(length))``, and
+    rounds up the rest: at most 12 % overhead, and a padded length leaks ``O(log log n)`` bits of
+    the real one instead of all of them.
+    """
+    if length < 2:
+        return length
+    e = length.bit_length() - 1
+    s = e.bit_length()
+    mask = (1 << (e - s)) - 1
+    return (length + mask) & ~mask
+
+
+def pad(data: bytes) -> bytes:
+    """``data ‖ 0x80 ‖ zeros`` up to the Padmé length of ``len(data) + 1`` (ISO/IEC 7816-4 style)."""
+    return data + b"\x80" + bytes(padme(len(data) + 1) - len(data) - 1)
+
+
+def unpad(data: bytes) -> bytes:
+    """The inverse of :func:`pad`; IntegrityError for anything :func:`pad` could not have made."""
+    body = data.rstrip(b"\x00")
+    if not body.endswith(b"\x80") or len(data) != padme(len(body)):
+        raise IntegrityError(f"a sealed plaintext is not padded as sovseal pads; it was not written by sovseal. {_INTEGRITY_HINT}")
+    return body[:-1]
+
+
+def record_aad(
+    *, key_id: str, wire_id: str, parent_wire_id: str, context: str = "", version: int = FORMAT_VERSION
+) -> bytes:
     """Additional data binding a sealed record to its identity.
 
-    Layout: ``b"sovseal-aad"`` || u16 FORMAT_VERSION || (u32 length || UTF-8) for key_id, wire_id and
+    Layout: ``b"sovseal-aad"`` || u16 version || (u32 length || UTF-8) for key_id, wire_id and
     parent_wire_id in that order (parent empty for genesis), then ``context`` the same way when it
-    is not empty (the clear fields stored beside a record: its operation, branch and keyed path).
-    Length prefixes make the encoding injective, so no other identity authenticates the same
-    ciphertext.
+    is not empty (the clear fields stored beside a record: its operation, branch and keyed path;
+    from version 2 also its flags, clock and the heads it replaces). Length prefixes make the
+    encoding injective, so no other identity authenticates the same ciphertext, and the version
+    keeps a ciphertext of one layout from opening under the other.
     """
     aad = (
         b"sovseal-aad"
-        + struct.pack(">H", FORMAT_VERSION)
+        + struct.pack(">H", version)
         + _field(key_id, "key_id")
         + _field(wire_id, "wire_id")
         + _field(parent_wire_id, "parent_wire_id")

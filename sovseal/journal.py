@@ -40,7 +40,9 @@ MAX_FRAME = 320 * 1024
 MAX_TORN_TAIL = MAX_FRAME + HEADER.size
 #: The journal's own header: magic, format, journal id, MAC (under the store's journal key).
 JOURNAL_HEADER = struct.Struct(">8sI16s16s")
-FORMAT = 2
+FORMAT = 3
+#: Formats this code reads: 3, and 2 (written by the previous release) to migrate it.
+READABLE_FORMATS = (2, 3)
 _MAGIC = b"SOVSEAL\x0a"  # its first byte is not 0, which every format-1 journal starts with
 _V1_MAC_PREFIX = b"sovseal/v1/frame\x00"  # format 1: only to recognise an old journal
 _V1_HEADER = struct.Struct(">I16s")
@@ -107,6 +109,8 @@ class Journal:
         self._frame_mac: hmac.HMAC | None = None
         self._head_mac: hmac.HMAC | None = None
         self._seq_at: dict[int, int] = {}  # offset -> sequence number the frame there must carry
+        self.format = FORMAT  # a new journal's; an existing one's once its header is read
+        self._pending_header = b""  # begin(): the header a new journal's first append writes
         created = not path.exists()
         self._fd = os.open(path, os.O_RDWR | os.O_CREAT | os.O_APPEND, 0o600)
         if created:
@@ -120,6 +124,20 @@ class Journal:
 
     def size(self) -> int:
         return os.fstat(self._fd).st_size
+
+    def replaced(self) -> bool:
+        """Is the file at :attr:`path` gone, or another file than the one this handle has open?
+
+        A store directory deleted (or a journal moved away) under an open handle would otherwise
+        go on taking appends into an unlinked file that nobody will ever read again; a journal
+        migrated or compacted by another process is a new file at the same path.
+        """
+        try:
+            named = os.stat(self.path)
+        except FileNotFoundError:
+            return True
+        held = os.fstat(self._fd)
+        return (named.st_ino, named.st_dev) != (held.st_ino, held.st_dev) or held.st_nlink == 0
 
     def mac(self, seq: int, body: bytes) -> bytes:
         """The MAC of the frame numbered ``seq`` (the same bytes as :meth:`_mac` under the frame key)."""
@@ -169,6 +187,12 @@ class Journal:
         self._remember(JOURNAL_HEADER.size, 0)
         return fields + hmac.digest(self._key, _HEADER_MAC_PREFIX + fields, "sha256")[:16]
 
+    def begin(self) -> None:
+        """Choose a new (empty) journal's id now, so frames can be tagged before the first append."""
+        if self.size() != 0 or self._pending_header:
+            raise RuntimeError("begin() is for a new, empty journal, once")
+        self._pending_header = self._new_header()
+
     def _read_header(self, mm: mmap.mmap, size: int) -> None:
         """Check the header and learn the journal id; raises rather than guess at anything else."""
         magic, version, journal_id, mac = JOURNAL_HEADER.unpack_from(mm, 0)
@@ -181,11 +205,12 @@ class Journal:
             )
         frame_key = self._derive_frame_key(journal_id)
         if magic == _MAGIC and hmac.compare_digest(mac, hmac.digest(self._key, _HEADER_MAC_PREFIX + fields, "sha256")[:16]):
-            if version != FORMAT:
+            if version not in READABLE_FORMATS:
                 raise JournalFormatError(
-                    f"the journal {self.path} has format {version}; this sovseal reads format {FORMAT} only. Nothing was "
-                    "changed. Open it with the sovseal version that wrote it."
+                    f"the journal {self.path} has format {version}; this sovseal reads formats {READABLE_FORMATS} only. "
+                    "Nothing was changed. Open it with the sovseal version that wrote it."
                 )
+            self.format = version
             self._use_frame_key(frame_key)
             self._remember(JOURNAL_HEADER.size, 0)
             return
@@ -268,13 +293,17 @@ class Journal:
         ``sync=False`` is for bulk imports that call :meth:`sync` once at the end.
         """
         start = self.size()
+        if self.format != FORMAT:
+            raise StorageError(f"the journal {self.path} is in format {self.format}; it is migrated before anything is appended")
         if expect is not None and start != expect:  # checked even under python -O
             raise StorageError(
                 f"the journal grew while this process held the writer lock (expected byte {expect}, found {start}): "
                 "the file lock is not effective here (a network file system?); keep the store on a local disk"
             )
         first = self.next_seq(start)
-        header = self._new_header() if start == 0 else b""  # a new journal: its id goes in with its first frames
+        # A new journal: its id goes in with its first frames.
+        header = (self._pending_header or self._new_header()) if start == 0 else b""
+        self._pending_header = b""
         data = header + b"".join(self.encode(first + i, b) for i, b in enumerate(bodies))
         if len(data) > MAX_TORN_TAIL:
             raise ValueError("one append must fit in MAX_TORN_TAIL so that a torn append is recognisable")

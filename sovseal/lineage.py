@@ -21,7 +21,7 @@ class Node:
     branch_id: bytes
     path_hash: bytes
     op: Op
-    created_at: float
+    hlc: int  # the frame's clock, microseconds (frames.UNKNOWN_HLC: a format-2 time that was not plausible)
     offset: int  # where its frame starts in the journal
     size: int  # bytes of its frame: what the outbox holds for it
     seq: int  # position on the branch it was appended to, 1-based
@@ -30,12 +30,17 @@ class Node:
     reinforce_count: int = 0
     last_reinforced: float | None = None
 
+    @property
+    def created_at(self) -> float:
+        return self.hlc / 1e6
+
 
 @dataclass(slots=True)
 class Branch:
     branch_id: bytes
     created_by: BranchFrame  # its sealed event holds the branch's name
     head: int  # -1: no snapshot yet
+    head_item: bytes = NO_ID  # the frame that set HEAD: a record's wire id or a branch event's id
     appended: int = 0  # snapshots appended on this branch: the next seq is appended + 1
     authentic: bool = True
     _view: dict[bytes, int] | None = None  # path_hash -> node idx of the visible record
@@ -64,6 +69,7 @@ class Lineage:
     outbox_bytes: int = 0
     events: set[bytes] = field(default_factory=set)  # ids of branch and reinforce events seen
     unattributed_damage: bool = False  # see unattributed()
+    max_hlc: int = 0  # the newest clock value of any frame: a new frame is stamped above it
 
     def apply(self, frame: Frame, offset: int, size: int, authentic: bool, *, placed: bool = False) -> None:
         """Replay one frame. Damaged frames are still applied where that makes reads fail closed.
@@ -71,6 +77,8 @@ class Lineage:
         ``placed``: a record frame that failed authentication but whose head passed its own tag
         (:meth:`Journal.tag`), so its branch, parent and path are the real ones.
         """
+        if not isinstance(frame, AckFrame) and authentic and frame.hlc > self.max_hlc:
+            self.max_hlc = frame.hlc
         if isinstance(frame, RecordFrame):
             self._apply_record(frame, offset, size, authentic, placed)
         elif not authentic:
@@ -96,7 +104,7 @@ class Lineage:
                 return
             node = self.nodes[idx]
             node.reinforce_count += 1
-            node.last_reinforced = frame.at
+            node.last_reinforced = frame.at if node.last_reinforced is None else max(node.last_reinforced, frame.at)
             self.events.add(frame.event_id)
             self._enqueue(frame.event_id, offset, size)
         elif isinstance(frame, AckFrame):
@@ -156,7 +164,7 @@ class Lineage:
             branch_id=frame.branch_id,
             path_hash=frame.path_hash,
             op=frame.op,
-            created_at=frame.created_at,
+            hlc=frame.hlc,
             offset=offset,
             size=size,
             seq=branch.appended,
@@ -167,6 +175,7 @@ class Lineage:
         self.by_wire[frame.wire_id] = node.idx
         self._enqueue(frame.wire_id, offset, size)
         self._move_head(branch, node.idx)
+        branch.head_item = frame.wire_id
 
     def _apply_branch(self, frame: BranchFrame, offset: int) -> None:
         head = -1
@@ -178,10 +187,11 @@ class Lineage:
             head = found
         branch = self.branches.get(frame.branch_id)
         if branch is None:
-            branch = self.branches[frame.branch_id] = Branch(frame.branch_id, frame, head)
+            branch = self.branches[frame.branch_id] = Branch(frame.branch_id, frame, head, frame.event_id)
             branch._view = {} if head == -1 else None
         elif frame.reason is not BranchReason.CREATE:  # re-creating a branch (another device's main) moves nothing
             self._move_head(branch, head)
+            branch.head_item = frame.event_id
 
     def _move_head(self, branch: Branch, idx: int) -> None:
         if idx == branch.head:

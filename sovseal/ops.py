@@ -435,7 +435,7 @@ def _wire_items(mem: Sovseal) -> tuple[list[Any], int]:
                 damaged += 1
                 continue
             try:
-                decoded = fr.decode(frame.body)
+                decoded = store.decode(frame.body)
             except ValueError:
                 damaged += 1
                 continue

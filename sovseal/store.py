@@ -9,9 +9,12 @@ processes appending to one store form one chain per branch.
 
 from __future__ import annotations
 
+import dataclasses
 import hashlib
 import hmac
 import json
+import math
+import os
 import threading
 import time
 import uuid
@@ -23,8 +26,8 @@ from typing import Any
 
 from . import frames as fr
 from .canonical import canonicalize, loads
-from .crypto import IdKey, Sealer, derive_subkeys, keyed_id, record_aad
-from .durable import atomic_write, make_dirs
+from .crypto import LEGACY_FORMAT_VERSION, IdKey, Sealer, derive_subkeys, keyed_id, pad, record_aad, unpad
+from .durable import atomic_write, fsync_dir, make_dirs
 from .entries import Entry, snapshot_id
 from .errors import (
     HeadMovedError,
@@ -36,7 +39,7 @@ from .errors import (
     UnknownSnapshotError,
 )
 from .filelock import WriterLock
-from .journal import HEADER, JOURNAL_HEADER, Journal, JournalHeaderError, Order
+from .journal import FORMAT, HEADER, JOURNAL_HEADER, MAX_TORN_TAIL, Journal, JournalHeaderError, Order
 from .lineage import Branch, Damage, Lineage, Node
 from .wire import WireItem
 
@@ -47,11 +50,44 @@ _LOCK = "LOCK"
 #: How many path hashes / branch ids the store remembers before starting over (bounded memory).
 _ID_CACHE = 65_536
 _META = "store.json"
+_MIGRATING = "journal.migrating"
 _ACKS_PER_FRAME = 4096
+
+
+def _untagged(frame: fr.Frame) -> fr.Frame:
+    """A frame without its head tag (a place-bound MAC that differs between two journals)."""
+    return dataclasses.replace(frame, head_tag=bytes(fr.TAG_LEN)) if isinstance(frame, fr.RecordFrame) else frame
 
 
 class _NotYet(Exception):
     """An imported item refers to something not imported yet."""
+
+
+#: How far ahead of this device's clock an imported time may be (clocks of two devices differ).
+_CLOCK_SKEW = 86_400.0
+
+
+def _clock(item: WireItem) -> int:
+    """A format-3 item's clock: its time in µs (authenticated by the AAD once the item opens)."""
+    hlc = round(item.created_at * 1e6) if math.isfinite(item.created_at) else 0
+    if not 0 < hlc < fr.MAX_HLC:
+        raise IntegrityError(f"replicated item {item.id} has the time {item.created_at!r}, not a clock value; it was not imported")
+    return hlc
+
+
+def _legacy_clock(item: WireItem) -> int:
+    """A format-2 item's time, which nothing authenticates: refused unless plausible.
+
+    Plausible: finite, from 2000-01-01 on, and at most a day ahead of this device's clock. A server
+    that rewrote it to NaN, 1e300 or -1e12 gets the item refused instead of crashing every later read.
+    """
+    hlc = fr.legacy_hlc(item.created_at)
+    if hlc == fr.UNKNOWN_HLC or item.created_at > time.time() + _CLOCK_SKEW:
+        raise IntegrityError(
+            f"replicated item {item.id} has the time {item.created_at!r}, which is not a plausible unix time; it was "
+            "not imported (its time is not authenticated: it was stored by an older sovseal, and changed on the way)"
+        )
+    return hlc
 
 
 @dataclass(frozen=True, slots=True)
@@ -82,7 +118,8 @@ class LocalStore:
         self._ids = IdKey(self._keys.k_id)
         self._key_confirmed = False  # store.json names this key's id (set by _check_meta)
         self.store_uuid = self._check_meta()
-        self._journal = Journal(directory / _JOURNAL, bytes.fromhex(keyed_id(self._keys.k_id, "frame-mac", "v1")))
+        self._journal_key = bytes.fromhex(keyed_id(self._keys.k_id, "frame-mac", "v1"))
+        self._journal = Journal(directory / _JOURNAL, self._journal_key)
         self._flock = WriterLock(directory / _LOCK, lock_timeout)
         self._mutex = threading.RLock()
         self._lineage = Lineage()
@@ -168,10 +205,19 @@ class LocalStore:
             yield self._lineage
 
     def _catch_up(self, *, owner: bool) -> None:
-        """Apply frames other processes appended; the lock owner also cuts a torn tail off."""
+        """Apply frames other processes appended; the lock owner also cuts a torn tail off.
+
+        A journal that another process migrated (or that was replaced) is reopened from the start;
+        one that is gone raises: nothing may be acknowledged into a file nobody will read again.
+        """
+        if self._journal.replaced():
+            self._reopen_journal()
         if self._journal.size() == self._end:
+            if owner and self._journal.format != FORMAT and not self._lineage.unattributed_damage:
+                self._migrate()
             return
         scan = self._journal.scan(self._end)
+        decode = self.decode
         for frame in scan.frames:
             size = len(frame.body) + HEADER.size
             if frame.order is Order.REPEATED:  # already applied in its own place: never twice
@@ -180,14 +226,14 @@ class LocalStore:
             if frame.order is Order.AFTER_GAP:  # whatever was cut out or moved may have moved any HEAD
                 self._lineage.unattributed(frame.offset, "frames before this one are missing or out of order")
             try:
-                decoded = fr.decode(frame.body)
+                decoded = decode(frame.body)
             except ValueError:
                 self._lineage.unattributed(frame.offset, "a frame could not be decoded")
                 continue
             placed = (
                 not frame.authentic
                 and isinstance(decoded, fr.RecordFrame)
-                and hmac.compare_digest(decoded.head_tag, self._journal.tag(frame.slot, decoded.head()))
+                and hmac.compare_digest(decoded.head_tag, self._journal.tag(frame.slot, self._head_bytes(frame.body)))
             )
             self._lineage.apply(decoded, frame.offset, size, frame.authentic, placed=placed)
         self._end = scan.end
@@ -195,6 +241,118 @@ class LocalStore:
             self.repairs.append(f"cut a torn tail of {scan.torn_tail} bytes left by an interrupted write")
             self._journal.truncate(scan.end)
         self._count_seals()
+        if owner and self._journal.format != FORMAT and not self._lineage.unattributed_damage:
+            self._migrate()
+
+    def _migrate(self) -> None:
+        """Rewrite a format-2 journal as format 3 (docs/design.md, "Migration from format 2").
+
+        The caller holds the writer lock and has caught up. Every frame keeps its place and its
+        sealed bytes; each gains a clock and the heads it replaces. The new journal is written
+        beside the old one, fsynced, read back and compared frame by frame, then renamed over it:
+        a crash at any point leaves one whole journal, the old or the new. A journal with damage is
+        not migrated: it stays readable, and writes to it are refused until it is restored.
+        """
+        if self._lineage.damage:
+            return
+        old = self._journal.path
+        target = old.with_name(_MIGRATING)
+        target.unlink(missing_ok=True)
+        frames = self._migrated_frames()
+        self._write_journal(target, frames)
+        check = Journal(target, self._journal_key)
+        try:
+            written = [fr.decode(f.body) for f in check.scan(0).frames]
+        finally:
+            check.close()
+        if [_untagged(f) for f in written] != [_untagged(f) for f in frames]:
+            target.unlink()
+            raise StorageError(f"migrating {old} to journal format {FORMAT} did not read back identically; nothing was changed")
+        os.replace(target, old)
+        fsync_dir(old.parent)
+        self._reopen_journal()
+        self.repairs.append(f"migrated the journal from format 2 to format {FORMAT} ({len(frames)} frames)")
+        self._catch_up(owner=True)
+
+    def _migrated_frames(self) -> list[fr.Frame]:
+        """Every frame of the (format-2, authentic) journal as its format-3 equivalent, in order."""
+        shadow = Lineage()
+        out: list[fr.Frame] = []
+        for scanned in self._journal.scan(0).frames:
+            frame = fr.decode_v2(scanned.body)
+            if not isinstance(frame, fr.AckFrame):
+                floor = shadow.max_hlc + 1  # no frame's time may be unknown, nor below what came before it
+                if isinstance(frame, fr.RecordFrame):
+                    branch = shadow.branches.get(frame.branch_id)
+                    replaces = (branch.head_item,) if branch is not None and branch.head_item != fr.NO_ID else ()
+                    explicit = replaces != frame.parents
+                    frame = dataclasses.replace(
+                        frame,
+                        hlc=max(frame.hlc, floor),
+                        flags=frame.flags | (fr.Flag.EXPLICIT_AFTER if explicit else fr.Flag.NONE),
+                        after=replaces if explicit else (),
+                    )
+                else:
+                    branch = shadow.branches.get(frame.branch_id) if isinstance(frame, fr.BranchFrame) else None
+                    after = (branch.head_item,) if branch is not None and branch.head_item != fr.NO_ID else ()
+                    extra = {"after": after} if isinstance(frame, fr.BranchFrame) else {}
+                    frame = dataclasses.replace(frame, hlc=max(frame.hlc, floor), **extra)
+            shadow.apply(frame, scanned.offset, len(scanned.body) + HEADER.size, True)
+            out.append(frame)
+        return out
+
+    def _write_journal(self, path: Path, frames: list[fr.Frame]) -> None:
+        """A new journal at ``path`` holding ``frames`` in order, fsynced with its directory entry."""
+        journal = Journal(path, self._journal_key)
+        try:
+            journal.begin()
+            batch: list[bytes] = []
+            batch_bytes = JOURNAL_HEADER.size
+            for seq, frame in enumerate(frames):
+                body = frame.encode_tagged(lambda head, seq=seq: journal.tag(seq, head)) if isinstance(frame, fr.RecordFrame) else frame.encode()
+                if batch and batch_bytes + HEADER.size + len(body) > MAX_TORN_TAIL:
+                    journal.append(batch, sync=False)
+                    batch, batch_bytes = [], 0
+                batch.append(body)
+                batch_bytes += HEADER.size + len(body)
+            journal.append(batch, sync=False)
+            journal.sync()
+        finally:
+            journal.close()
+
+    def decode(self, body: bytes) -> fr.Frame:
+        """Decode a frame body of this store's journal, in the journal's format (ValueError if malformed)."""
+        return fr.decode(body) if self._journal.format == FORMAT else fr.decode_v2(body)
+
+    def _head_bytes(self, body: bytes) -> bytes:
+        """The head of a record frame's body, as its head tag covers it in this journal's format."""
+        if self._journal.format == FORMAT:
+            return bytes(body[: fr.RecordFrame.head_size(body)])
+        return fr.v2_record_head(body)
+
+    def _reopen_journal(self) -> None:
+        """The journal file was replaced (migrated or compacted by another process): read the new one."""
+        path = self._journal.path
+        if not path.exists():
+            raise StorageError(
+                f"the journal {path} was deleted or moved while this store was open; nothing more is stored through "
+                "this handle. If the store directory was removed on purpose, close the handle; otherwise restore it "
+                "from a replica or backup"
+            )
+        self._journal.close()
+        self._journal = Journal(path, self._journal_key)
+        self._lineage = Lineage()
+        self._end = 0
+        self._sids.clear()
+
+    def _check_still_there(self) -> None:
+        """After an append: refuse to acknowledge it if the journal is no longer the store's file."""
+        if self._journal.replaced():
+            raise StorageError(
+                f"the journal {self._journal.path} was deleted or replaced while this store was open: the last write "
+                "went into a file the store no longer has, so it was not stored. Reopen the store (restore it first "
+                "if its directory was removed) and store again"
+            )
 
     def _count_seals(self) -> None:
         """Count the seals the journal holds (other processes seal with the same keys too)."""
@@ -251,23 +409,58 @@ class LocalStore:
 
     # -- sealing: the AAD of each replicable frame binds its clear fields -------------------
 
-    def _record_aad(self, wire: bytes, parent_wire: bytes, branch_id: bytes, path_hash: bytes) -> bytes:
+    def _record_aad(self, frame: fr.RecordFrame) -> bytes:
+        if frame.flags & fr.Flag.LEGACY:  # as format 2 sealed it: identity, branch and path only
+            return record_aad(
+                key_id=self._keys.key_id,
+                wire_id=frame.wire_id.hex(),
+                parent_wire_id=frame.parent_wire_id.hex() if frame.parents else "",
+                context=f"{frame.branch_id.hex()}/{frame.path_hash.hex()}",
+                version=LEGACY_FORMAT_VERSION,
+            )
         return record_aad(
             key_id=self._keys.key_id,
-            wire_id=wire.hex(),
-            parent_wire_id="" if parent_wire == fr.NO_ID else parent_wire.hex(),
-            context=f"{branch_id.hex()}/{path_hash.hex()}",
+            wire_id=frame.wire_id.hex(),
+            parent_wire_id=",".join(p.hex() for p in frame.parents),
+            context=f"{int(frame.flags)}/{frame.hlc}/{frame.branch_id.hex()}/{frame.path_hash.hex()}/"
+            + ",".join(a.hex() for a in frame.after),
         )
 
-    def _branch_aad(self, branch_id: bytes, head_wire: bytes, reason: fr.BranchReason) -> bytes:
-        head = "" if head_wire == fr.NO_ID else head_wire.hex()
-        return record_aad(key_id=self._keys.key_id, wire_id=f"branch/{branch_id.hex()}", parent_wire_id=head, context=reason.name)
+    def _branch_aad(self, frame: fr.BranchFrame) -> bytes:
+        head = "" if frame.head_wire_id == fr.NO_ID else frame.head_wire_id.hex()
+        wire = f"branch/{frame.branch_id.hex()}"
+        if frame.flags & fr.Flag.LEGACY:
+            return record_aad(
+                key_id=self._keys.key_id, wire_id=wire, parent_wire_id=head, context=frame.reason.name, version=LEGACY_FORMAT_VERSION
+            )
+        after = ",".join(a.hex() for a in frame.after)
+        context = f"{frame.reason.name}/{int(frame.flags)}/{frame.hlc}/{after}"
+        return record_aad(key_id=self._keys.key_id, wire_id=wire, parent_wire_id=head, context=context)
 
-    def _reinforce_aad(self, target: bytes) -> bytes:
-        return record_aad(key_id=self._keys.key_id, wire_id=f"reinforce/{target.hex()}", parent_wire_id="")
+    def _reinforce_aad(self, frame: fr.ReinforceFrame) -> bytes:
+        wire = f"reinforce/{frame.wire_id.hex()}"
+        if frame.flags & fr.Flag.LEGACY:
+            return record_aad(key_id=self._keys.key_id, wire_id=wire, parent_wire_id="", version=LEGACY_FORMAT_VERSION)
+        return record_aad(key_id=self._keys.key_id, wire_id=wire, parent_wire_id="", context=f"{int(frame.flags)}/{frame.hlc}")
+
+    def _seal(self, plaintext: bytes, aad: bytes) -> bytes:
+        """Seal under ``k_sync``, padded to its Padmé bucket (docs/design.md, "Padding")."""
+        return self._sync.seal(pad(plaintext), aad)
+
+    def _unseal(self, sealed: bytes, aad: bytes, flags: fr.Flag) -> bytes:
+        """Open what :meth:`_seal` sealed, or what format 2 sealed (LEGACY: no padding)."""
+        plaintext = self._sync.open(sealed, aad)
+        return plaintext if flags & fr.Flag.LEGACY else unpad(plaintext)
+
+    def _tick(self) -> int:
+        """A clock value for a new frame: now, in µs, and above every frame this store has seen.
+
+        The caller holds the writer lock and has caught up, so the clock rises across processes too.
+        """
+        return max(time.time_ns() // 1000, self._lineage.max_hlc + 1)
 
     def _open_branch_event(self, frame: fr.BranchFrame) -> dict[str, Any]:
-        event = loads(self._sync.open(frame.sealed_event, self._branch_aad(frame.branch_id, frame.head_wire_id, frame.reason)))
+        event = loads(self._unseal(frame.sealed_event, self._branch_aad(frame), frame.flags))
         if self.branch_id(event["branch"]) != frame.branch_id:
             raise IntegrityError("a branch event does not match its keyed branch id; run verify()")
         return event
@@ -321,11 +514,12 @@ class LocalStore:
         """Decrypt one record and re-derive its snapshot id; anything off raises IntegrityError."""
         node = self._lineage.nodes[idx]
         where = f"the record at journal byte {node.offset}"
-        frame = fr.decode(self.recheck(idx))
+        frame = self.decode(self.recheck(idx))
         if not isinstance(frame, fr.RecordFrame):  # an authentic frame of another kind where a record should be
             raise IntegrityError(f"{where} is not a record frame; run verify()")
-        aad = self._record_aad(frame.wire_id, frame.parent_wire_id, frame.branch_id, frame.path_hash)
-        canonical = self._sync.open(frame.sealed_entry, aad)
+        if frame.hlc == fr.UNKNOWN_HLC:
+            raise IntegrityError(f"{where} has a time that is not a plausible unix time (it came so from a server); run verify()")
+        canonical = self._unseal(frame.sealed_entry, self._record_aad(frame), frame.flags)
         parent_id = self.sid_of(node.parent) if node.parent >= 0 else None
         sid = snapshot_id(canonical, parent_id or "")
         if self.wire_id(sid) != node.wire_id or self.sid_of(idx) != sid:
@@ -346,9 +540,16 @@ class LocalStore:
         What was written is applied from the frames in memory: re-reading it would only find these
         same bytes.
         """
+        if self._journal.format != FORMAT:
+            raise StorageError(
+                f"the journal {self._journal.path} is in format {self._journal.format} and has damage, so it was not "
+                f"migrated to format {FORMAT}; nothing was stored. Run `sovseal verify` to see the damage, then restore "
+                "the store from a replica or backup (reads of undamaged paths still work)"
+            )
         first = self._journal.next_seq(self._end)
         bodies = [self._encode(frame, first + i) for i, frame in enumerate(frames)]
         start = self._journal.append(bodies, sync=sync, expect=self._end)
+        self._check_still_there()
         offset = max(start, JOURNAL_HEADER.size)  # a new journal's header went in the same write
         for frame, body in zip(frames, bodies, strict=True):
             size = len(body) + HEADER.size
@@ -364,12 +565,14 @@ class LocalStore:
         return frame.encode()
 
     def _branch_frame(self, reason: fr.BranchReason, name: str, head: int) -> fr.BranchFrame:
+        """A branch event setting ``name``'s HEAD to node ``head`` (-1: none), replacing its current head."""
         branch_id = self.branch_id(name)
+        branch = self._lineage.branches.get(branch_id)
+        after = (branch.head_item,) if branch is not None and branch.head_item != fr.NO_ID else ()
         head_wire = self._lineage.nodes[head].wire_id if head >= 0 else fr.NO_ID
-        at = time.time()
-        event = {"branch": name, "head": self.sid_of(head) if head >= 0 else None, "reason": reason.name.lower(), "at": at}
-        sealed = self._sync.seal(canonicalize(event), self._branch_aad(branch_id, head_wire, reason))
-        return fr.BranchFrame(reason, at, branch_id, head_wire, sealed)
+        frame = fr.BranchFrame(reason, self._tick(), branch_id, head_wire, b"", after=after)
+        event = {"branch": name, "head": self.sid_of(head) if head >= 0 else None, "reason": reason.name.lower(), "at": frame.created_at}
+        return dataclasses.replace(frame, sealed_event=self._seal(canonicalize(event), self._branch_aad(frame)))
 
     def _ensure_branch(self, name: str) -> None:
         if self.branch_id(name) not in self._lineage.branches:
@@ -446,10 +649,9 @@ class LocalStore:
             if visible is None and entry.op == "delete":
                 return None  # nothing to delete: a tombstone would change nothing
             if visible is not None and entry.op == "store" and self.open(visible).entry.canonical() == canonical:
-                wire, at = self._lineage.nodes[visible].wire_id, time.time()
-                event = canonicalize({"reinforce": self.sid_of(visible), "at": at})
-                sealed = self._sync.seal(event, self._reinforce_aad(wire))
-                self._append([fr.ReinforceFrame(at, wire, sealed)], sync=sync)
+                frame = fr.ReinforceFrame(self._tick(), self._lineage.nodes[visible].wire_id, b"")
+                event = canonicalize({"reinforce": self.sid_of(visible), "at": frame.at})
+                self._append([dataclasses.replace(frame, sealed_event=self._seal(event, self._reinforce_aad(frame)))], sync=sync)
                 return Appended(self._lineage.nodes[visible], self.sid_of(visible), reinforced=True)
         parent_id = self.sid_of(parent_idx) if parent_idx >= 0 else ""
         sid = snapshot_id(canonical, parent_id)
@@ -460,18 +662,22 @@ class LocalStore:
             # replay after rollback). Ids are deterministic, so HEAD moves to it; nothing is duplicated.
             self._append([self._branch_frame(fr.BranchReason.ADVANCE, branch_name, existing)], sync=sync)
             return Appended(self._lineage.nodes[existing], sid, reinforced=False)
-        parent_wire = self._lineage.nodes[parent_idx].wire_id if parent_idx >= 0 else fr.NO_ID
-        aad = self._record_aad(wire, parent_wire, branch.branch_id, path_hash)
+        parents = (self._lineage.nodes[parent_idx].wire_id,) if parent_idx >= 0 else ()
+        replaces = (branch.head_item,) if branch.head_item != fr.NO_ID else ()
+        explicit = replaces != parents
         frame = fr.RecordFrame(
             op=fr.Op.DELETE if entry.op == "delete" else fr.Op.STORE,
-            created_at=time.time(),
+            hlc=self._tick(),
             wire_id=wire,
-            parent_wire_id=parent_wire,
+            parents=parents,
             branch_id=branch.branch_id,
             path_hash=path_hash,
             sealed_sid=self._rest.seal(sid.encode("ascii"), b"sid:" + wire),
-            sealed_entry=self._sync.seal(canonical, aad),
+            sealed_entry=b"",
+            flags=fr.Flag.EXPLICIT_AFTER if explicit else fr.Flag.NONE,
+            after=replaces if explicit else (),
         )
+        frame = dataclasses.replace(frame, sealed_entry=self._seal(canonical, self._record_aad(frame)))
         self._append([frame], sync=sync)
         idx = self._lineage.by_wire[wire]
         self._sids[idx] = sid
@@ -498,7 +704,7 @@ class LocalStore:
             out: list[WireItem] = []
             for offset, size in list(lineage.pending.values())[:limit]:
                 _, body = self._journal.read_frame(offset, size)
-                out.append(self._to_wire(fr.decode(body)))
+                out.append(self._to_wire(self.decode(body)))
             return out
 
     def export_all(self) -> list[WireItem]:
@@ -511,25 +717,41 @@ class LocalStore:
                     break
                 if not frame.authentic:
                     raise IntegrityError(f"journal byte {frame.offset} failed authentication; run verify() before exporting")
-                decoded = fr.decode(frame.body)
+                decoded = self.decode(frame.body)
                 if not isinstance(decoded, fr.AckFrame):
                     out.append(self._to_wire(decoded))
             return out
 
     def _to_wire(self, frame: fr.Frame) -> WireItem:
         if isinstance(frame, fr.RecordFrame):
-            parent = "" if frame.parent_wire_id == fr.NO_ID else frame.parent_wire_id.hex()
             return WireItem(
-                "record", frame.wire_id.hex(), parent, frame.branch_id.hex(), frame.path_hash.hex(), frame.sealed_entry, frame.created_at
+                "record",
+                frame.wire_id.hex(),
+                frame.parent_wire_id.hex() if frame.parents else "",
+                frame.branch_id.hex(),
+                frame.path_hash.hex(),
+                frame.sealed_entry,
+                frame.created_at,
+                flags=int(frame.flags),
+                after=tuple(a.hex() for a in frame.after),
             )
         if isinstance(frame, fr.BranchFrame):
             head = "" if frame.head_wire_id == fr.NO_ID else frame.head_wire_id.hex()
             return WireItem(
-                "branch", frame.event_id.hex(), head, frame.branch_id.hex(), "", frame.sealed_event, frame.created_at, frame.reason.name
+                "branch",
+                frame.event_id.hex(),
+                head,
+                frame.branch_id.hex(),
+                "",
+                frame.sealed_event,
+                frame.created_at,
+                frame.reason.name,
+                flags=int(frame.flags),
+                after=tuple(a.hex() for a in frame.after),
             )
         if not isinstance(frame, fr.ReinforceFrame):
             raise ValueError(f"a {type(frame).__name__} is local bookkeeping and never replicated")
-        return WireItem("reinforce", frame.event_id.hex(), frame.wire_id.hex(), "", "", frame.sealed_event, frame.at)
+        return WireItem("reinforce", frame.event_id.hex(), frame.wire_id.hex(), "", "", frame.sealed_event, frame.at, flags=int(frame.flags))
 
     def ack(self, ids: list[str]) -> None:
         """Mark items as durably stored by the server: they leave the outbox, durably."""
@@ -560,32 +782,33 @@ class LocalStore:
         return []
 
     def _from_wire(self, item: WireItem) -> fr.Frame | None:
-        """One item as a frame (None: already here). Raises IntegrityError on anything forged."""
+        """One item as a frame (None: already here). Raises IntegrityError on anything forged.
+
+        A format-3 item's clock and links are in its AAD, so a server that changed any of them made
+        it fail to open. A LEGACY item's time was never authenticated: it must be a plausible time
+        (:func:`_legacy_clock`), or the item is refused.
+        """
         lineage = self._lineage
         ident = bytes.fromhex(item.id)
+        flags = fr.Flag(item.flags)
+        hlc = _legacy_clock(item) if flags & fr.Flag.LEGACY else _clock(item)
+        after = tuple(bytes.fromhex(a) for a in item.after)
         if item.kind == "record":
             if ident in lineage.by_wire:
                 return None
-            parent_wire = bytes.fromhex(item.parent) if item.parent else fr.NO_ID
+            parents = (bytes.fromhex(item.parent),) if item.parent else ()
             branch_id, path_hash = bytes.fromhex(item.branch), bytes.fromhex(item.path_hash)
-            if (item.parent and parent_wire not in lineage.by_wire) or branch_id not in lineage.branches:
+            if any(p not in lineage.by_wire for p in parents) or branch_id not in lineage.branches:
                 raise _NotYet
-            canonical = self._sync.open(item.sealed, self._record_aad(ident, parent_wire, branch_id, path_hash))
-            parent_idx = lineage.by_wire[parent_wire] if item.parent else -1
+            frame = fr.RecordFrame(fr.Op.STORE, hlc, ident, parents, branch_id, path_hash, b"", item.sealed, flags, after)
+            canonical = self._unseal(item.sealed, self._record_aad(frame), flags)
+            parent_idx = lineage.by_wire[parents[0]] if parents else -1
             sid = snapshot_id(canonical, self.sid_of(parent_idx) if parent_idx >= 0 else "")
             entry = Entry.from_canonical(canonical)
             if self.wire_id(sid) != ident or self.path_hash(entry.path) != path_hash:
                 raise IntegrityError(f"replicated record {item.id} does not re-derive its ids; it was not imported")
-            return fr.RecordFrame(
-                op=fr.Op.DELETE if entry.op == "delete" else fr.Op.STORE,
-                created_at=item.created_at,
-                wire_id=ident,
-                parent_wire_id=parent_wire,
-                branch_id=branch_id,
-                path_hash=path_hash,
-                sealed_sid=self._rest.seal(sid.encode("ascii"), b"sid:" + ident),
-                sealed_entry=item.sealed,
-            )
+            op = fr.Op.DELETE if entry.op == "delete" else fr.Op.STORE  # the entry says; open() checks the two agree
+            return dataclasses.replace(frame, op=op, sealed_sid=self._rest.seal(sid.encode("ascii"), b"sid:" + ident))
         if hashlib.sha256(item.sealed).hexdigest() != item.id:
             raise IntegrityError(f"replicated event {item.id} does not match its bytes; it was not imported")
         if ident in lineage.events:
@@ -594,13 +817,14 @@ class LocalStore:
         if item.parent and target not in lineage.by_wire:
             raise _NotYet
         if item.kind == "reinforce":
-            self._sync.open(item.sealed, self._reinforce_aad(target))
-            return fr.ReinforceFrame(item.created_at, target, item.sealed)
+            reinforce = fr.ReinforceFrame(hlc, target, item.sealed, flags)
+            self._unseal(item.sealed, self._reinforce_aad(reinforce), flags)
+            return reinforce
         try:
             reason = fr.BranchReason[item.reason]
         except KeyError:
             raise IntegrityError(f"replicated branch event {item.id} has an unknown reason") from None
-        frame = fr.BranchFrame(reason, item.created_at, bytes.fromhex(item.branch), target, item.sealed)
+        frame = fr.BranchFrame(reason, hlc, bytes.fromhex(item.branch), target, item.sealed, flags, after)
         self._open_branch_event(frame)
         return frame
 

@@ -13,6 +13,7 @@ from dataclasses import dataclass
 from typing import Any, Literal
 
 from .errors import InvalidInputError
+from .frames import Flag
 
 ItemKind = Literal["record", "branch", "reinforce"]
 KINDS: tuple[str, ...] = ("record", "branch", "reinforce")
@@ -28,9 +29,14 @@ class WireItem:
     sealed: bytes  # nonce ‖ ciphertext ‖ tag under k_sync, byte-identical on every retry
     created_at: float
     reason: str = ""  # branch: CREATE, ROLLBACK or ADVANCE (bound into the AAD); others: ""
+    #: Frame flags (frames.Flag): LEGACY for what journal format 2 sealed, whose clock the AAD does
+    #: not cover; otherwise ``created_at`` is the frame's clock (µs / 10^6) and is authenticated.
+    flags: int = 0
+    after: tuple[str, ...] = ()  # the heads of its branch it replaces, when they are not its parents
 
     def to_json(self) -> dict[str, Any]:
-        return {
+        extra: dict[str, Any] = {} if self.flags & Flag.LEGACY else {"format": 3, "flags": self.flags, "after": list(self.after)}
+        return extra | {
             "kind": self.kind,
             "id": self.id,
             "parent": self.parent,
@@ -56,9 +62,25 @@ class WireItem:
                 base64.b64decode(data["sealed"], validate=True),
                 float(data["created_at"]),
                 str(data.get("reason", "")),
+                *_format_3(data),
             )
-            for name in ("id", "parent", "branch", "path_hash"):
-                bytes.fromhex(getattr(item, name))
+            for name in ("id", "parent", "branch", "path_hash", *(() if item.flags & Flag.LEGACY else ("after",))):
+                for value in (getattr(item, name),) if name != "after" else item.after:
+                    bytes.fromhex(value)
         except (KeyError, TypeError, ValueError) as exc:
-            raise InvalidInputError(f"not a sovseal wire item ({exc}): {str(data)[:200]}") from None
+            raise InvalidInputError(f"not a sovseal wire item ({exc}): {ascii(data)[:200]}") from None
         return item
+
+
+def _format_3(data: Any) -> tuple[int, tuple[str, ...]]:
+    """(flags, after) of an item: a format-3 item says so; one without ``format`` is LEGACY (1)."""
+    if "format" not in data:
+        return Flag.LEGACY, ()
+    if data["format"] != 3:
+        raise ValueError(f"unknown item format {data['format']!r}")
+    flags, after = data["flags"], data["after"]
+    if not isinstance(flags, int) or isinstance(flags, bool) or not 0 <= flags < 256 or flags & Flag.LEGACY:
+        raise ValueError("flags must be a byte without the LEGACY bit")
+    if not isinstance(after, list) or len(after) > 255 or not all(isinstance(a, str) for a in after):
+        raise ValueError("after must be a list of ids")
+    return flags, tuple(after)

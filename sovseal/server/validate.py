@@ -25,6 +25,8 @@ from typing import Any
 _HEX64 = re.compile(r"[0-9a-f]{64}\Z")
 _HEX32 = re.compile(r"[0-9a-f]{32}\Z")
 _FIELDS = frozenset({"kind", "id", "parent", "branch", "path_hash", "sealed", "created_at", "reason"})
+#: Journal format 3 items also carry these (docs/design.md, "Journal format 3"); format-2 items do not.
+_FORMAT_3_FIELDS = frozenset({"format", "flags", "after"})
 _REASONS = frozenset({"CREATE", "ROLLBACK", "ADVANCE"})
 #: nonce (12) + tag (16): the smallest sealed blob there is.
 MIN_SEALED = 28
@@ -75,6 +77,16 @@ def validate_item(index: int, raw: Any) -> Item:
         return ItemError(index, item_id, f"item {index}: {message}")
 
     keys = set(raw)
+    format_3 = "format" in keys
+    if format_3:
+        keys -= _FORMAT_3_FIELDS
+        if raw["format"] != 3 or set(raw) & _FORMAT_3_FIELDS != _FORMAT_3_FIELDS:
+            raise bad("a format-3 item has format 3, flags and after")
+        flags, after = raw["flags"], raw["after"]
+        if isinstance(flags, bool) or not isinstance(flags, int) or not 0 <= flags < 256:
+            raise bad("flags must be an integer from 0 to 255")
+        if not isinstance(after, list) or len(after) > 255 or not all(_hex(a, _HEX64, empty_ok=False) for a in after):
+            raise bad("after must be a list of at most 255 ids of 64 hex digits")
     if keys != _FIELDS:
         unknown, missing = len(keys - _FIELDS), sorted(_FIELDS - keys)
         raise bad(f"fields must be exactly {sorted(_FIELDS)} ({unknown} unknown, missing: {missing})")
@@ -126,6 +138,8 @@ def validate_item(index: int, raw: Any) -> Item:
         "created_at": created,
         "reason": reason,
     }
+    if format_3:
+        clean |= {"format": 3, "flags": raw["flags"], "after": raw["after"]}
     body = json.dumps(clean, sort_keys=True, separators=(",", ":"))
     return Item(kind, raw["id"], parent, branch, body, hashlib.sha256(body.encode()).hexdigest())
 

@@ -52,7 +52,10 @@ def test_frame_macs_and_head_tags_are_the_defined_hmacs(tmp_path: Path) -> None:
 
 
 def test_a_record_is_tagged_for_the_place_it_takes(tmp_path: Path) -> None:
-    frame = fr.RecordFrame(fr.Op.STORE, 1.5, os.urandom(32), fr.NO_ID, os.urandom(16), os.urandom(32), b"sid", b"entry")
+    frame = fr.RecordFrame(
+        fr.Op.STORE, 1_500_000, os.urandom(32), (os.urandom(32),), os.urandom(16), os.urandom(32), b"sid", b"entry",
+        fr.Flag.EXPLICIT_AFTER, (os.urandom(32),),
+    )
     journal = Journal(tmp_path / "journal.log", KEY)
     journal.append([b"x"])
     body = frame.encode_tagged(lambda head: journal.tag(1, head))
