@@ -21,7 +21,7 @@ from .frames import Op
 from .keys import coerce_key, load_master_key
 from .paths import store_dir, store_exists
 from .models import LogEntry, Memory, Status, StoreResult, VerifyReport
-from .replication import DEFAULT_MAX_OUTBOX_BYTES, PullResult, ReplicatedStatus, ReplicationConfig
+from .replication import DEFAULT_MAX_OUTBOX_BYTES, ReplicatedStatus, ReplicationConfig
 from .replication import start as start_replication
 from .store import DEFAULT_BRANCH, Appended, LocalStore, Opened
 from .wire import WireItem
@@ -32,6 +32,7 @@ if TYPE_CHECKING:  # numpy, the index (pyarrow, LanceDB) and recall load on firs
     from .index import VectorIndex
     from .recall import RecallEngine, RecallParams
     from .recall.filters import Filter
+    from .replication.restore import PullResult
     from .replication.worker import Replicator
 
 EmbedFn = Callable[[Sequence[str]], Any]

@@ -14,10 +14,10 @@ from ..crypto import project_blind_id
 from ..errors import InvalidInputError
 from ..store import LocalStore
 from .config import DEFAULT_MAX_OUTBOX_BYTES, ReplicationConfig, Target, resolve_target
-from .restore import PullResult
 from .status import Rejected, ReplicatedStatus, ReplicationStatus
 
-if TYPE_CHECKING:  # the worker pulls in httpx: loaded only when replication is on
+if TYPE_CHECKING:  # the worker and restore pull in httpx: loaded only when replication is on, or a pull runs
+    from .restore import PullResult
     from .worker import Replicator
 
 __all__ = [
@@ -38,6 +38,10 @@ def __getattr__(name: str) -> object:
         from .worker import Replicator
 
         return Replicator
+    if name == "PullResult":
+        from .restore import PullResult
+
+        return PullResult
     raise AttributeError(name)
 
 
