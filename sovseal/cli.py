@@ -2,28 +2,34 @@
 
 Commands parse arguments and render results; what they do lives in the SDK and in
 :mod:`sovseal.ops` (shared with the MCP server), so there is no logic that exists only here.
-Human output uses ``rich``; ``--json`` prints machine-readable JSON on stdout instead. Progress
-bars and notes go to stderr, so stdout stays clean for pipes. Every :class:`SovsealError` becomes
-one line on stderr and a documented exit code (``EXIT_CODES``), never a traceback.
+Human output is plain lines that never wrap (``rich`` draws only the recall table, ``mind`` and
+progress bars), with short snapshot ids; ``--json`` prints machine-readable JSON on stdout instead, ids in
+full. Progress bars and notes go to stderr, so stdout stays clean for pipes. Every
+:class:`SovsealError` becomes one line on stderr, in CLI words, and a documented exit code
+(``EXIT_CODES``), never a traceback.
+
+Start-up is part of the interface: a command that neither recalls nor embeds imports no vector
+index, model runtime or server library (tests/cli/test_startup.py), so it starts in a few tenths
+of a second; the imports that need them sit inside the functions that use them.
 """
 
 from __future__ import annotations
 
 import json
 import os
+import re
 import sys
 import tempfile
 import time
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
+from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, TypeVar
+from typing import TYPE_CHECKING, Any, TypeVar
 
 import click
 
 from . import ops
-from .client import EmbedFn, Sovseal
-from .paths import store_dir
 from .entries import MEMORY_TYPES, PROVENANCES
 from .errors import (
     BackpressureTimeoutError,
@@ -35,6 +41,10 @@ from .errors import (
     UnknownBranchError,
     UnknownSnapshotError,
 )
+from .paths import store_dir
+
+if TYPE_CHECKING:  # the store and the keychain load when a command opens one, so `--help` is quick
+    from .client import EmbedFn, Sovseal
 
 F = TypeVar("F", bound=Callable[..., Any])
 
@@ -58,12 +68,6 @@ EXIT_CODES = {
     EXIT_ERROR: "any other error (the embedding model is unavailable, a file cannot be written, ...)",
 }
 
-_KEY_HINT = (
-    " (CLI: import an exported key with `sovseal key import --path DIR`, or pass --key-file FILE or "
-    "SOVSEAL_KEY; on a machine without a keychain set SOVSEAL_KEY_FALLBACK=file)"
-)
-
-
 def exit_code(exc: BaseException) -> int:
     """The exit code for an error (see ``EXIT_CODES``)."""
     if isinstance(exc, (ops.StoreNotFoundError, ops.MemoryNotFoundError, UnknownSnapshotError, UnknownBranchError)):
@@ -83,6 +87,99 @@ def _one_line(text: str) -> str:
     return " ".join(str(text).split())
 
 
+# -- errors in CLI words ---------------------------------------------------------------------------
+#
+# The core's messages are written for Python callers ("run verify()", "pass key=..."). The CLI keeps
+# what they say happened and replaces their advice with the commands and options that do it here.
+
+#: A clause of a core message that advises a Python caller: a method call (``verify()``), a keyword
+#: argument (``key=``), a module path (``sovseal.keys.store_master_key``), or "pass" the key.
+_SDK_ADVICE = re.compile(r"\w\(\)|\b[a-z_]+=|\bsovseal\.\w+\.\w+|^Pass the store's own key\b")
+#: Python advice inside a clause that has a CLI equivalent, rewritten before clauses are dropped.
+_SDK_REWRITES = ((re.compile(r"\bpass api_key=\.\.\. or set "), "set "),)
+#: Where two clauses of a message meet: "; ", or ". " before a new sentence.
+_CLAUSE_BREAK = re.compile(r"(;\s+|\.\s+(?=[A-Z]))")
+
+#: The advice, in CLI words, for errors whose core message gives it in Python words (key errors
+#: depend on how the key was given: see :class:`_KeyOrigin`).
+_CLI_ADVICE: tuple[tuple[type[SovsealError], str], ...] = (
+    (UnknownBranchError, "list branches with `sovseal branches`"),
+    (UnknownSnapshotError, "list snapshots with `sovseal log --graph`"),
+    (IntegrityError, "run `sovseal verify` to list every damaged record"),
+)
+
+_PASS_KEY = "pass --key-file FILE or SOVSEAL_KEY with the store's key (as `sovseal key export` prints it)"
+
+
+@dataclass
+class _KeyOrigin:
+    """How the CLI got, or looked for, a store's key: what a key error has to tell the user to fix."""
+
+    directory: Path
+    given: str | None  # "--key-file FILE" or "SOVSEAL_KEY": a key the user passed; None: looked up
+    create: bool = False  # a new key may be made (a new store)
+    backend: str | None = None  # where the key was found; None while it has not been
+
+    def shown(self) -> str:
+        """Where the key came from, for humans: the option or variable, else the backend."""
+        return self.given or self.backend or "-"
+
+    def advice(self) -> str:
+        if self.backend is not None:  # a key was found, and it did not open the store
+            if self.given == ops.ENV_KEY:
+                return f"the key came from {ops.ENV_KEY}: set it to this store's exported key, or unset it to use the key saved for the store"
+            if self.given:
+                return f"the key came from {self.given}: pass the file `sovseal key export` wrote for this store"
+            kind, _, where = self.backend.partition(":")
+            if kind == "file":
+                return f"the key came from the key file {where}: restore the store's own key file from a backup, or {_PASS_KEY}"
+            return f"the key came from the OS keychain ({self.backend}): {_PASS_KEY}"
+        from .keys import FALLBACK_ENV, key_file_path
+
+        fallback_on = os.environ.get(FALLBACK_ENV, "").strip().lower() == "file"
+        if not fallback_on and key_file_path(self.directory).exists():
+            return f"set {FALLBACK_ENV}=file to use the store's key file, or {_PASS_KEY}"
+        if self.create:
+            return (
+                f"set {FALLBACK_ENV}=file to keep the key in a 0600 file inside the store, pass --key-file FILE or "
+                "SOVSEAL_KEY with a key from `sovseal key export`, or install and unlock an OS keychain"
+            )
+        where = "" if fallback_on else f" (and set {FALLBACK_ENV}=file on a machine without an OS keychain)"
+        return f"save the store's exported key with `sovseal key import --path {self.directory}`{where}, or {_PASS_KEY}"
+
+
+_ORIGIN = "sovseal.key_origin"  # where commands leave their _KeyOrigin in click's shared ctx.meta
+
+
+def _advice(exc: SovsealError, origin: _KeyOrigin | None) -> str | None:
+    """What to do next about ``exc`` in CLI words, or None when the CLI has nothing to add."""
+    if isinstance(exc, KeyUnavailableError):
+        return origin.advice() if origin is not None else _PASS_KEY
+    return next((text for kind, text in _CLI_ADVICE if isinstance(exc, kind)), None)
+
+
+def _cli_message(exc: SovsealError, advice: str | None) -> str:
+    """``exc``'s message on one line, its clauses of Python advice replaced by ``advice``.
+
+    The first clause (what happened) is always kept; a message that gives no Python advice is
+    returned as it is, so advice the core already gives in CLI words is never doubled.
+    """
+    text = _one_line(str(exc))
+    for pattern, cli_words in _SDK_REWRITES:
+        text = pattern.sub(cli_words, text)
+    first, *rest = _CLAUSE_BREAK.split(text)
+    kept, replaced = [first], False
+    for sep, clause in zip(rest[::2], rest[1::2], strict=True):
+        if _SDK_ADVICE.search(clause):
+            replaced = True
+        else:
+            kept += [sep, clause]
+    if not replaced:
+        return text
+    text = "".join(kept).rstrip(" .;")
+    return f"{text}; {advice}" if advice else text
+
+
 class SovsealGroup(click.Group):
     """A click group that turns sovseal and OS errors into one line and an exit code."""
 
@@ -100,9 +197,7 @@ class SovsealGroup(click.Group):
         try:
             return super().invoke(ctx)
         except SovsealError as exc:
-            message = _one_line(str(exc))
-            if isinstance(exc, KeyUnavailableError):
-                message += _KEY_HINT
+            message = _cli_message(exc, _advice(exc, ctx.meta.get(_ORIGIN)))
             click.echo(f"error: {message}", err=True)
             sys.exit(exit_code(exc))
         except OSError as exc:
@@ -158,14 +253,40 @@ def json_option(f: F) -> F:
 
 
 def _key_text(key_file: str | None) -> str | None:
-    return None if key_file is None else Path(key_file).read_text(encoding="utf-8").strip()
+    if key_file is None:
+        return None
+    try:
+        return Path(key_file).read_text(encoding="utf-8").strip()
+    except UnicodeDecodeError:
+        raise InvalidInputError(f"--key-file {key_file} is not text: pass the file `sovseal key export` wrote") from None
+
+
+def _store_key(directory: Path, key_file: str | None, *, create: bool = False) -> tuple[bytes, _KeyOrigin]:
+    """The store's key (:func:`ops.resolve_key`), and where it came from, which is also left in
+    click's ``ctx.meta`` so that a key error raised later in the command can say what to fix."""
+    given = f"--key-file {key_file}" if key_file is not None else (ops.ENV_KEY if os.environ.get(ops.ENV_KEY) else None)
+    origin = _KeyOrigin(directory, given, create)
+    click.get_current_context().meta[_ORIGIN] = origin
+    try:
+        key, origin.backend = ops.resolve_key(directory, key_text=_key_text(key_file), create=create)
+    except InvalidInputError as exc:  # a malformed key: say which option or variable held it
+        if given is None or given in str(exc):
+            raise
+        raise InvalidInputError(f"{given}: {exc}") from None
+    return key, origin
 
 
 @contextmanager
-def _open(path: str | None, branch: str = "main", key_file: str | None = None, *, create: bool = False) -> Iterator[tuple[Sovseal, str]]:
-    mem, backend = ops.open_store(path, branch=branch, key_text=_key_text(key_file), create=create, embedder=EMBEDDER)
+def _open(path: str | None, branch: str = "main", key_file: str | None = None, *, create: bool = False) -> Iterator[tuple[Sovseal, _KeyOrigin]]:
+    """The store at ``path`` (created with ``create``) and where its key came from."""
+    directory = store_dir(path)
+    exists = ops.store_exists(directory)
+    if not (exists or create):
+        raise ops.StoreNotFoundError.at(directory)  # before any key lookup: the store is what is missing
+    key, origin = _store_key(directory, key_file, create=create and not exists)
+    mem, _ = ops.open_store(directory, branch=branch, key=key, create=create, embedder=EMBEDDER)
     with mem:
-        yield mem, backend
+        yield mem, origin
 
 
 def _emit_json(data: Any) -> None:
@@ -184,7 +305,21 @@ def _note(text: str) -> None:
 
 
 def _short(sid: str | None) -> str:
+    """A snapshot id as human output shows it: ``snap_`` and 12 hex digits, like git's short ids
+    (commands take any unique prefix back; ``--json`` prints ids in full)."""
     return sid[:17] if sid else "-"
+
+
+def _count(n: int, noun: str, plural: str | None = None) -> str:
+    """``1 branch``, ``2 branches``: ``plural`` defaults to ``noun`` + s."""
+    return f"{n} {noun if n == 1 else plural or noun + 's'}"
+
+
+def _fields(rows: list[tuple[str, str]], *, label_style: dict[str, Any]) -> None:
+    """Print label/value pairs as aligned lines, each on one line however long (never wrapped)."""
+    width = max((len(label) for label, _ in rows), default=0)
+    for label, value in rows:
+        click.echo(f"{click.style(label.ljust(width), **label_style)}  {value}")
 
 
 def _compact(value: Any, limit: int = 160) -> str:
@@ -198,7 +333,11 @@ def _when(dt: Any) -> str:
 
 @contextmanager
 def _progress(label: str) -> Iterator[ops.Progress]:
-    """A rich progress bar on stderr (drawn only when stderr is a terminal)."""
+    """A rich progress bar on stderr, drawn only when stderr is a terminal (else rich is not even
+    imported: it would cost a script's every call a tenth of a second)."""
+    if not sys.stderr.isatty():
+        yield lambda done, total: None
+        return
     from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 
     console = _console(err=True)
@@ -208,7 +347,6 @@ def _progress(label: str) -> Iterator[ops.Progress]:
         MofNCompleteColumn(),
         TimeElapsedColumn(),
         console=console,
-        disable=not console.is_terminal,
     ) as bar:
         task = bar.add_task(label, total=None)
 
@@ -299,74 +437,75 @@ def init(path: str | None, key_file: str | None, as_json: bool) -> None:
     """
     directory = store_dir(path or None)
     existed = ops.store_exists(directory)
-    with _open(str(directory), key_file=key_file, create=True) as (mem, backend):
+    with _open(str(directory), key_file=key_file, create=True) as (mem, origin):
         status = mem.status()
-    data = {"path": str(directory.absolute()), "created": not existed, "key_backend": backend, "key_id": status.key_id}
+    data = {"path": str(directory.absolute()), "created": not existed, "key_backend": origin.backend, "key_id": status.key_id}
     if as_json:
         _emit_json(data)
         return
     verb = "Reinitialised existing" if existed else "Initialised empty"
     click.echo(f"{verb} sovseal store in {directory.absolute()}")
-    click.echo(f"key: {backend} (key id {status.key_id})")
+    click.echo(f"key: {origin.shown()} (key id {status.key_id})")
     if not existed:
         _note(f"Back up the key now (anyone holding it can read the store): sovseal key export --path {directory} > sovseal-key.txt")
 
 
-@main.command(short_help="Store, branch, HEAD, counts, outbox, key backend.")
+@main.command(short_help="Store, branch, HEAD, counts, key backend, replication.")
 @store_options
 @json_option
 def status(path: str | None, branch: str, key_file: str | None, as_json: bool) -> None:
-    """Store, branch, HEAD, counts, outbox, replication and key backend.
+    """Store, branch, HEAD, counts, key backend, and replication with its outbox.
+
+    The outbox (what is not yet replicated) is shown when replication is on; --json always has it.
 
     \b
       sovseal status --json | jq .outbox_records
     """
-    with _open(path, branch, key_file) as (mem, backend):
+    with _open(path, branch, key_file) as (mem, origin):
         info = ops.jsonable(mem.status())
-    info["key_backend"] = backend
+    info["key_backend"] = origin.backend
     if as_json:
         _emit_json(info)
         return
-    from rich.table import Table
-    from rich.text import Text
-
-    table = Table(show_header=False, box=None, pad_edge=False)
-    table.add_column(style="bold")
-    table.add_column(overflow="fold")
     labels = {
         "path": "store",
-        "branch": "branch",
         "head": "HEAD",
-        "branches": "branches",
         "records": "snapshots (all branches)",
         "visible": "memories visible at HEAD",
         "outbox_records": "outbox (not yet replicated)",
-        "outbox_bytes": "outbox bytes",
-        "key_backend": "key backend",
-        "key_id": "key id",
         "seals": "encryptions per subkey",
         "index_pending": "vectors not yet written to the index",
-        "index_error": "index error",
         "recovery": "recovery on open",
-        "damage": "damage",
     }
-    replication = info.pop("replication", None) if "replication" in info else False
+    replication = info.pop("replication", None)
+    hidden = {"outbox_bytes"} if replication is not None else {"outbox_records", "outbox_bytes"}
+    rows: list[tuple[str, str]] = []
     for name, value in info.items():
-        if value in (None, [], {}) and name not in ("head",):
+        if name in hidden or (value in (None, [], {}) and name != "head") or (name == "index_pending" and not value):
             continue
-        if isinstance(value, list):
-            value = ", ".join(str(v) for v in value)
+        if name == "head":
+            shown = _short(value)
+        elif name == "key_backend":
+            shown = origin.shown()
+        elif name == "outbox_records":
+            shown = f"{_count(value, 'item')}, {_count(info['outbox_bytes'], 'byte')}"
+        elif isinstance(value, list):
+            shown = ", ".join(str(v) for v in value)
         elif isinstance(value, dict):
-            value = ", ".join(f"{k}={v}" for k, v in value.items())
-        table.add_row(labels.get(name, name.replace("_", " ")), Text(str(value if value is not None else "-")))
+            shown = ", ".join(f"{k}={v}" for k, v in value.items())
+        else:
+            shown = str(value)
+        rows.append((labels.get(name, name.replace("_", " ")), shown))
     if replication is None:
-        table.add_row("replication", Text("off (set SOVSEAL_ENDPOINT and SOVSEAL_API_KEY to replicate)"))
-    elif isinstance(replication, dict):
-        table.add_row("replication", Text(f"{replication.get('state')} -> {replication.get('endpoint')}"))
-        for name, value in replication.items():
-            if name not in ("state", "endpoint") and value not in (None, 0, "", [], {}):
-                table.add_row(f"  {name.replace('_', ' ')}", Text(str(value)))
-    _console().print(table)
+        rows.append(("replication", "off (set SOVSEAL_ENDPOINT and SOVSEAL_API_KEY to replicate)"))
+    else:
+        rows.append(("replication", f"{replication.get('state')} -> {replication.get('endpoint')}"))
+        rows += [
+            (f"  {name.replace('_', ' ')}", str(value))
+            for name, value in replication.items()
+            if name not in ("state", "endpoint") and value not in (None, 0, "", [], {})
+        ]
+    _fields(rows, label_style={"bold": True})
 
 
 # -- writing -----------------------------------------------------------------------------------
@@ -582,27 +721,18 @@ def get(memory_path: str, path: str | None, branch: str, key_file: str | None, a
     if as_json:
         _emit_json(found)
         return
-    from rich.table import Table
-    from rich.text import Text
-
-    payload = found.payload if isinstance(found.payload, str) else json.dumps(found.payload, indent=2, ensure_ascii=False)
-    console = _console()
-    console.print(Text(payload))
-    table = Table(show_header=False, box=None, pad_edge=False)
-    table.add_column(style="dim")
-    table.add_column(overflow="fold")
-    for name, value in [
+    click.echo(found.payload if isinstance(found.payload, str) else json.dumps(found.payload, indent=2, ensure_ascii=False))
+    reinforced = f"{_count(found.reinforce_count, 'time')}, last {_when(found.last_reinforced)}"
+    rows = [
         ("path", found.path),
         ("type", found.type),
         ("provenance", found.provenance),
         ("metadata", json.dumps(found.metadata, ensure_ascii=False) if found.metadata else None),
-        ("snapshot", found.snapshot_id),
+        ("snapshot", _short(found.snapshot_id)),
         ("stored", _when(found.created_at)),
-        ("reinforced", f"{found.reinforce_count} times, last {_when(found.last_reinforced)}" if found.reinforce_count else None),
-    ]:
-        if value is not None:
-            table.add_row(name, Text(str(value)))
-    console.print(table)
+        ("reinforced", reinforced if found.reinforce_count else None),
+    ]
+    _fields([(name, value) for name, value in rows if value is not None], label_style={"dim": True})
 
 
 @main.command(short_help="Snapshots newest first; --graph draws the DAG.")
@@ -628,7 +758,7 @@ def log(limit: int | None, graph: bool, path: str | None, branch: str, key_file:
             _emit_json(entries)
             return
         for entry in entries:
-            click.echo(f"{entry.snapshot_id}  #{entry.seq:<4} {_when(entry.created_at)}  {entry.op:<6} {entry.path}")
+            click.echo(f"{_short(entry.snapshot_id)}  #{entry.seq:<4} {_when(entry.created_at)}  {entry.op:<6} {entry.path}")
         return
     if limit is not None:
         nodes = nodes[:limit]
@@ -642,24 +772,17 @@ _LANE_COLORS = ("red", "green", "yellow", "blue", "magenta", "cyan")
 
 
 def _draw_graph(nodes: list[ops.GraphNode], current: str) -> None:
-    from rich.text import Text
-
-    console = _console()
     for prefix, node in ops.draw_graph(nodes):
-        line = Text()
-        for i, char in enumerate(prefix):
-            line.append(char, style=_LANE_COLORS[((i + 1) // 2) % len(_LANE_COLORS)] if char != " " else None)
-        if node is not None:
-            line.append(" " * (1 + max(0, 8 - len(prefix))))
-            line.append(_short(node.snapshot_id), style="yellow")
-            if node.branches:
-                labels = [f"HEAD -> {b}" if b == current else b for b in node.branches]
-                line.append(" (")
-                line.append(", ".join(labels), style="bold green")
-                line.append(")")
-            line.append(f" {node.op} {node.path}  ")
-            line.append(_when(node.created_at), style="dim")
-        console.print(line, soft_wrap=True)
+        lanes = "".join(click.style(c, fg=_LANE_COLORS[((i + 1) // 2) % len(_LANE_COLORS)]) if c != " " else c for i, c in enumerate(prefix))
+        if node is None:
+            click.echo(lanes)
+            continue
+        line = [lanes, " " * (1 + max(0, 8 - len(prefix))), click.style(_short(node.snapshot_id), fg="yellow")]
+        if node.branches:
+            labels = ", ".join(f"HEAD -> {b}" if b == current else b for b in node.branches)
+            line += [" (", click.style(labels, fg="green", bold=True), ")"]
+        line += [f" {node.op} {node.path}  ", click.style(_when(node.created_at), dim=True)]
+        click.echo("".join(line))
 
 
 @main.command(short_help="List branches with their HEADs.")
@@ -674,7 +797,7 @@ def branches(path: str | None, branch: str, key_file: str | None, as_json: bool)
         return
     for row in rows:
         mark = "*" if row["current"] else " "
-        click.echo(f"{mark} {row['name']:<24} {_short(row['head'])}  {row['visible']} memories")
+        click.echo(f"{mark} {row['name']:<24} {_short(row['head'])}  {_count(row['visible'], 'memory', 'memories')}")
 
 
 @main.command(short_help="Recurring Patterns: reinforced memories by type.")
@@ -726,9 +849,11 @@ def verify(path: str | None, key_file: str | None, as_json: bool) -> None:
     if as_json:
         _emit_json(report)
     else:
-        click.echo(f"{'ok' if report.ok else 'FAILED'}: {report.records} records, {report.branches} branches")
-        for problem in report.problems:
-            click.echo(f"  {problem}")
+        click.echo(f"{'ok' if report.ok else 'FAILED'}: {_count(report.records, 'record')}, {_count(report.branches, 'branch', 'branches')}")
+        for problem in report.problems:  # without the core's advice to run verify: this is verify
+            click.echo(f"  {_cli_message(IntegrityError(problem), None)}")
+        for repair in report.repairs:
+            click.echo(f"  repaired on open: {repair}")
     sys.exit(EXIT_OK if report.ok else EXIT_INTEGRITY)
 
 
@@ -742,12 +867,14 @@ def rebuild_index(path: str | None, key_file: str | None, as_json: bool) -> None
     The index is derived data: the sealed journal is the source of truth, so nothing is lost.
     Run it after changing the embedding model. Stop other processes using the store first.
     """
+    with _open(path, key_file=key_file):
+        pass  # a missing store or a key that does not open it fails here, before the index is dropped
     with _progress("re-embedding (branches)") as progress:
         count = ops.rebuild_index(path, key_text=_key_text(key_file), embedder=EMBEDDER, progress=progress)
     if as_json:
         _emit_json({"branches": count})
     else:
-        click.echo(f"rebuilt the vector index for {count} branches")
+        click.echo(f"rebuilt the vector index for {_count(count, 'branch', 'branches')}")
 
 
 # -- backup --------------------------------------------------------------------------------------
@@ -771,7 +898,7 @@ def export_(file: str, force: bool, path: str | None, key_file: str | None, as_j
     """
     directory = store_dir(path or None)
     with _open(str(directory), key_file=key_file) as (mem, _), _progress("exporting") as progress:
-        master, _backend = ops.resolve_key(directory, key_text=_key_text(key_file))
+        master, _ = _store_key(directory, key_file)
         if file == "-":
             info = ops.export_backup(mem, master, sys.stdout.buffer, progress=progress)
         else:
@@ -789,9 +916,9 @@ def export_(file: str, force: bool, path: str | None, key_file: str | None, as_j
     if as_json:
         _emit_json({"file": str(Path(file).absolute()), **ops.jsonable(info)})
         return
-    click.echo(f"exported {info.items} items ({len(info.source_branches)} branches) to {file}")
+    click.echo(f"exported {_count(info.items, 'item')} ({_count(len(info.source_branches), 'branch', 'branches')}) to {file}")
     if info.skipped_damaged:
-        _note(f"warning: {info.skipped_damaged} damaged frames were left out; run `sovseal verify`")
+        _note(f"warning: left out {_count(info.skipped_damaged, 'damaged frame')}; run `sovseal verify`")
 
 
 @main.command("import", short_help="Import an encrypted backup file.")
@@ -813,16 +940,16 @@ def import_(file: str, path: str | None, key_file: str | None, as_json: bool) ->
     directory = store_dir(path or None)
     with open(file, "rb") as src:
         header, _ = ops.read_backup_header(src)
-        master, _backend = ops.resolve_key(directory, key_text=_key_text(key_file), create=False)
+        master, _ = _store_key(directory, key_file)  # never a new key: it must be the source store's
         src.seek(0)
-        mem, _backend = ops.open_store(directory, key=master, create=True, embedder=EMBEDDER)
+        mem, _ = ops.open_store(directory, key=master, create=True, embedder=EMBEDDER)
         with mem, _progress("importing") as progress:
             info = ops.import_backup(mem, master, src, progress=progress)
             heads = ops.branch_heads(mem)
     if as_json:
         _emit_json({"path": str(directory.absolute()), "items": info.items, "branches": heads})
     else:
-        click.echo(f"imported {header['items']} items into {directory}: branches {', '.join(sorted(heads))}")
+        click.echo(f"imported {_count(header['items'], 'item')} into {directory}: branches {', '.join(sorted(heads))}")
 
 
 # -- keys ------------------------------------------------------------------------------------------
@@ -846,9 +973,9 @@ def key_export(path: str | None) -> None:
     from .keys import export_key
 
     directory = store_dir(path or None)
-    master, backend = ops.resolve_key(directory)
+    master, origin = _store_key(directory, None)
     click.echo(export_key(master))
-    _note(f"this is the master key of {directory} (from {backend}); anyone holding it can read the store")
+    _note(f"this is the master key of {directory} (from {origin.shown()}); anyone holding it can read the store")
 
 
 @key.command("import", short_help="Save an exported key for a store.")
@@ -863,6 +990,7 @@ def key_import(exported: str, path: str | None) -> None:
     \b
       sovseal key import --path /new/home < sovseal-key.txt
     """
+    from .client import Sovseal
     from .keys import import_key, store_master_key
 
     directory = store_dir(path or None)
@@ -870,7 +998,12 @@ def key_import(exported: str, path: str | None) -> None:
         exported = click.prompt("exported key", hide_input=True) if sys.stdin.isatty() else sys.stdin.read()
     master = import_key(exported)
     if ops.store_exists(directory):
-        Sovseal(directory, key=master).close()  # raises KeyUnavailableError if it is not this store's key
+        try:
+            Sovseal(directory, key=master, endpoint="").close()
+        except KeyUnavailableError as exc:
+            advice = "import the key exported from this store, or import this one into a new, empty directory"
+            raise KeyUnavailableError(_cli_message(exc, advice)) from None
+    click.get_current_context().meta[_ORIGIN] = _KeyOrigin(directory, None, create=True)  # for errors saving it
     backend = store_master_key(directory, master)
     from .crypto import derive_subkeys
 
@@ -903,7 +1036,7 @@ def _print_run(report: Any) -> None:
         click.echo("nothing to do: every input is consolidated and every score is current (nothing was written)")
     else:
         verb = "resumed and finished" if report.resumed else "finished"
-        click.echo(f"{verb} {report.run}: {report.steps} steps, {report.writes} writes; HEAD {_short(report.head_before)} -> {_short(report.head_after)}")
+        click.echo(f"{verb} {report.run}: {_count(report.steps, 'step')}, {_count(report.writes, 'write')}; HEAD {_short(report.head_before)} -> {_short(report.head_after)}")
         for name, c in report.counts.items():
             shown = ", ".join(f"{k} {len(v) if isinstance(v, list) else v}" for k, v in c.items())
             click.echo(f"  {name:<10} {shown}")
@@ -999,7 +1132,7 @@ def consolidate_rollback(run_id: str, path: str | None, branch: str, key_file: s
     if report.already:
         click.echo(f"{run_id} was already rolled back: nothing to do")
         return
-    click.echo(f"rolled back {run_id}: {len(report.restored)} paths restored, {len(report.conflicts)} conflicts kept")
+    click.echo(f"rolled back {run_id}: {_count(len(report.restored), 'path')} restored, {_count(len(report.conflicts), 'conflict')} kept")
     for p in report.conflicts:
         _note(f"  kept (written after the run): {p}")
 
@@ -1032,6 +1165,8 @@ def mcp(path: str | None, branch: str, key_file: str | None) -> None:
 @click.option("--path", type=click.Path(file_okay=False), help="Store directory (default: a new temporary one).")
 def demo(path: str | None) -> None:
     """A scripted tour: store, get, recall, fork, rollback, delete, verify, reopen."""
+    from .client import Sovseal
+
     directory = Path(path) if path else Path(tempfile.mkdtemp(prefix="sovseal-demo-"))
     key = os.urandom(32)  # a real app keeps its key in the OS keychain; the demo uses a throwaway one
     say = click.echo
@@ -1090,7 +1225,7 @@ def demo(path: str | None) -> None:
         say(f"   visible paths: {sorted(mem.state())}")
 
         report = mem.verify()
-        say(f"\n9. verify(): ok={report.ok}, {report.records} records opened and their snapshot ids re-derived")
+        say(f"\n9. verify(): ok={report.ok}, {_count(report.records, 'record')} opened and their snapshot ids re-derived")
         state_before = mem.state()
         log_before = [e.snapshot_id for e in mem.log()]
 
@@ -1181,8 +1316,10 @@ def restore(path: str | None, key_file: str | None, endpoint: str, api_key: str,
     The store's key must be the source's: pass --key-file (or SOVSEAL_KEY), or import it first
     with `sovseal key import`. Pulling again later fetches only what is new.
     """
+    from .client import Sovseal
+
     directory = store_dir(path or None)
-    key, _ = ops.resolve_key(directory, key_text=_key_text(key_file), create=False)
+    key, _ = _store_key(directory, key_file)
     with Sovseal(directory, key=key, embedder=EMBEDDER, endpoint=endpoint, api_key=api_key, project=project) as mem:
         with _progress("pulling") as update:
             result = mem.pull(progress=update)
@@ -1192,8 +1329,9 @@ def restore(path: str | None, key_file: str | None, endpoint: str, api_key: str,
         _emit_json(info)
     else:
         click.echo(
-            f"pulled {result.received} items ({result.new_records} new snapshots, {result.waiting} waiting for a parent); "
-            f"verify {'ok' if report.ok else 'FAILED'}: {report.records} records, branches {', '.join(info['branches'])}"
+            f"pulled {_count(result.received, 'item')} ({_count(result.new_records, 'new snapshot')}, {result.waiting} waiting "
+            f"for a parent); verify {'ok' if report.ok else 'FAILED'}: {_count(report.records, 'record')}, "
+            f"branches {', '.join(info['branches'])}"
         )
     if not report.ok:
         sys.exit(EXIT_INTEGRITY)

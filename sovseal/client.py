@@ -98,6 +98,10 @@ class Sovseal:
     and ``project`` / ``SOVSEAL_PROJECT`` go with it. Past ``max_outbox_bytes`` of unreplicated
     data, ``store`` and ``delete`` block until the outbox drains, or raise
     ``BackpressureTimeoutError`` after ``backpressure_timeout`` seconds. See docs/replication.md.
+
+    ``read_only``: None (the default) opens an existing store read-only when it cannot be written
+    (a read-only volume, a mounted backup); True always does. Reads, recall, verify and export
+    work; writes raise ``ReadOnlyStoreError``; replication does not start.
     """
 
     def __init__(
@@ -108,6 +112,7 @@ class Sovseal:
         branch: str = DEFAULT_BRANCH,
         embedder: EmbedFn | None = None,
         lock_timeout: float = 10.0,
+        read_only: bool | None = None,
         endpoint: str | None = None,
         api_key: str | None = None,
         project: str | None = None,
@@ -121,7 +126,7 @@ class Sovseal:
         else:
             # An existing store never gets a fresh key: that key could not open it.
             master, self.key_backend = load_master_key(self.path, create=not store_exists(self.path))
-        self._store = LocalStore(self.path, master, lock_timeout=lock_timeout)
+        self._store = LocalStore(self.path, master, lock_timeout=lock_timeout, read_only=read_only)
         try:
             self._store.branch(branch)  # an unknown branch fails here, not on first use
         except IntegrityError:
@@ -132,18 +137,19 @@ class Sovseal:
         #: The write-behind worker, or None without an endpoint: flush(), rejected(), retry(), status().
         self.replication: Replicator | None = None
         try:
-            self.replication = start_replication(
-                self._store,
-                master,
-                self._emit,
-                has_listener=lambda event: bool(self._shared.listeners[event]),
-                endpoint=endpoint,
-                api_key=api_key,
-                project=project,
-                max_outbox_bytes=max_outbox_bytes,
-                backpressure_timeout=backpressure_timeout,
-                config=replication_config,
-            )
+            if not self._store.read_only:  # it records acks and imports: nothing to do on a store it cannot write
+                self.replication = start_replication(
+                    self._store,
+                    master,
+                    self._emit,
+                    has_listener=lambda event: bool(self._shared.listeners[event]),
+                    endpoint=endpoint,
+                    api_key=api_key,
+                    project=project,
+                    max_outbox_bytes=max_outbox_bytes,
+                    backpressure_timeout=backpressure_timeout,
+                    config=replication_config,
+                )
         except BaseException:
             self._store.close()
             raise
@@ -238,7 +244,7 @@ class Sovseal:
                 from .index import VectorIndex
 
                 assert dim is not None  # nosec B101 -- type narrowing: dim was computed above whenever the index was missing
-                shared.index = VectorIndex(self.path / "index", dim)
+                shared.index = VectorIndex(self.path / "index", dim, read_only=self._store.read_only)
             return shared.index
 
     def _check_open(self) -> None:
@@ -608,7 +614,7 @@ class Sovseal:
                 if progress is not None and (done % 256 == 0 or done == total):
                     progress(done, total)
             branches = len(lineage.branches)
-        return VerifyReport(not problems, total, branches, problems)
+        return VerifyReport(not problems, total, branches, problems, list(self._store.repairs))
 
     def heads(self) -> dict[str, str | None]:
         """Every branch and its HEAD snapshot id (None for a branch with no snapshot yet)."""

@@ -84,6 +84,13 @@ class StorageError(SovsealError, OSError):
     """
 
 
+class ReadOnlyStoreError(StorageError):
+    """A write to a store opened read-only (a read-only volume, a mounted backup, ``read_only=True``).
+
+    Reads, recall, verify and export work; to write, open a writable copy of the store.
+    """
+
+
 class JournalFormatError(SovsealError):
     """The journal was written in an on-disk format this version does not read (older or newer).
 

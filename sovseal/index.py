@@ -110,9 +110,11 @@ class VectorIndex:
         compact_every: int = 32,
         ivf_min_rows: int = IVF_MIN_ROWS,
         probe_fraction: float = IVF_PROBE_FRACTION,
+        read_only: bool = False,
     ) -> None:
         lancedb = _import_lancedb()
         self.directory = directory
+        self.read_only = read_only  # a store on a read-only volume: vectors it lacks stay in memory
         self.dim = dim
         self.ivf_min_rows = ivf_min_rows
         self.probe_fraction = probe_fraction
@@ -137,7 +139,8 @@ class VectorIndex:
         self._ivf: _Ivf | None = None
         self._build_lock = threading.Lock()
         self._loaded = threading.Event()
-        self._db = lancedb.connect(str(directory))
+        # A read-only store without an index has nowhere to create one: it keeps its vectors in memory.
+        self._db = None if read_only and not directory.is_dir() else lancedb.connect(str(directory))
         self._schema = pa.schema([pa.field("node", pa.int64()), pa.field("vector", pa.list_(pa.float32(), dim))])
         self._table = self._opened_table()
         self._wake = threading.Event()
@@ -151,6 +154,8 @@ class VectorIndex:
         Without it, two processes opening a store that has no index yet both find no table and both
         create it: lancedb can panic, and a table one of them has started writing can be replaced.
         """
+        if self.read_only:
+            return self._read_only_table()
         self.directory.mkdir(parents=True, exist_ok=True)
         lock = WriterLock(self.directory / _OPEN_LOCK, timeout=_OPEN_LOCK_TIMEOUT)
         try:
@@ -181,6 +186,20 @@ class VectorIndex:
         self.rebuilt = True
         shutil.rmtree(self.directory / f"{_TABLE}.lance", ignore_errors=True)
         return self._db.create_table(_TABLE, schema=self._schema, mode="overwrite")
+
+    def _read_only_table(self):  # noqa: ANN202 - lancedb's Table type is not exported stably
+        """The table as it is, or None: nothing is created, locked, repaired or written."""
+        if self._db is None:
+            return None
+        try:
+            if _TABLE in self._db.list_tables().tables:
+                table = self._db.open_table(_TABLE)
+                if table.schema.field("vector").type == self._schema.field("vector").type:
+                    self._indexed = set(table.search().select(["node"]).limit(None).to_arrow().column("node").to_pylist())
+                    return table
+        except Exception as exc:  # noqa: BLE001 - without it every vector is embedded again, in memory
+            log.warning("vector index unreadable (%s); vectors are embedded again in memory", exc)
+        return None
 
     def _load(self) -> None:
         """Read every stored vector into the matrix (the worker's first job)."""
@@ -272,7 +291,7 @@ class VectorIndex:
         """Write every pending vector to LanceDB now (the worker otherwise does it in batches)."""
         with self._lock:
             batch = dict(self._pending)
-        if not batch:
+        if not batch or self._table is None:  # read-only: pending vectors are searched from memory
             return
         nodes = np.fromiter(batch.keys(), dtype=np.int64, count=len(batch))
         matrix = np.stack(list(batch.values())).astype(np.float32, copy=False)
@@ -294,7 +313,8 @@ class VectorIndex:
 
     def compact(self) -> None:
         """Merge the small fragments that batched adds leave behind, and drop old versions."""
-        self._table.optimize(cleanup_older_than=timedelta(minutes=10))
+        if self._table is not None:
+            self._table.optimize(cleanup_older_than=timedelta(minutes=10))
         self._adds_since_compact = 0
 
     def _run(self) -> None:

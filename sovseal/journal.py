@@ -101,7 +101,7 @@ class ScanResult:
 class Journal:
     """One append-only file of authenticated frames, bound to its own random journal id."""
 
-    def __init__(self, path: Path, key: bytes) -> None:
+    def __init__(self, path: Path, key: bytes, *, read_only: bool = False) -> None:
         self.path = path
         self._key = key  # the store's journal key; frame MACs use a key derived from it and the journal id
         # HMACs under the frame key, known once the header is read or written, with their prefixes
@@ -111,6 +111,10 @@ class Journal:
         self._seq_at: dict[int, int] = {}  # offset -> sequence number the frame there must carry
         self.format = FORMAT  # a new journal's; an existing one's once its header is read
         self._pending_header = b""  # begin(): the header a new journal's first append writes
+        self.read_only = read_only
+        if read_only:
+            self._fd = os.open(path, os.O_RDONLY)
+            return
         created = not path.exists()
         self._fd = os.open(path, os.O_RDWR | os.O_CREAT | os.O_APPEND, 0o600)
         if created:

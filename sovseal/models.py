@@ -44,6 +44,9 @@ class VerifyReport:
     records: int  # records opened and re-derived
     branches: int
     problems: list[str] = field(default_factory=list)
+    #: What recovery did when this handle opened the store (a torn tail cut, a migration): not a
+    #: problem, but a verify run as the first opener must not hide it behind a bare "ok".
+    repairs: list[str] = field(default_factory=list)
 
 
 @dataclass(frozen=True, slots=True)

@@ -22,11 +22,9 @@ from contextlib import contextmanager
 from dataclasses import dataclass, field
 from datetime import datetime
 from pathlib import Path
-from typing import IO, Any
+from typing import IO, TYPE_CHECKING, Any
 
-from .client import EmbedFn, Sovseal
 from .paths import ENV_HOME, store_dir, store_exists
-from .crypto import aead_decrypt, aead_encrypt, derive_subkeys, hkdf_sha256
 from .errors import (
     IntegrityError,
     InvalidInputError,
@@ -34,8 +32,10 @@ from .errors import (
     SovsealError,
     UnknownSnapshotError,
 )
-from .keys import import_key, load_master_key
 from .models import Memory
+
+if TYPE_CHECKING:  # the store, the keychain and the ciphers load when used: `sovseal --help` needs none
+    from .client import EmbedFn, Sovseal
 
 __all__ = [
     "ENV_BRANCH",
@@ -76,6 +76,14 @@ Progress = Callable[[int, int], None]
 class StoreNotFoundError(SovsealError):
     """The directory holds no sovseal store (``sovseal init`` creates one)."""
 
+    @classmethod
+    def at(cls, directory: Path) -> StoreNotFoundError:
+        """The error for ``directory``, saying how to create a store there or point at another."""
+        return cls(
+            f"no sovseal store at {directory}; create one with `sovseal init --path {directory}` "
+            f"(or point --path / {ENV_HOME} at an existing store)"
+        )
+
 
 class MemoryNotFoundError(InvalidInputError, KeyError):
     """No memory is visible at a path on the branch's HEAD."""
@@ -98,6 +106,8 @@ def resolve_key(path: Path, *, key_text: str | None = None, create: bool = False
     the OS keychain or the key file (:func:`sovseal.keys.load_master_key`). A key is created only
     with ``create``: opening an existing store never makes a new key, which would not open it.
     """
+    from .keys import import_key, load_master_key
+
     if key_text is not None:
         return import_key(key_text), "explicit"
     env = os.environ.get(ENV_KEY)
@@ -123,15 +133,14 @@ def open_store(
     """
     directory = store_dir(path)
     if not create and not store_exists(directory):
-        raise StoreNotFoundError(
-            f"no sovseal store at {directory}; create one with `sovseal init --path {directory}` "
-            f"(or point --path / {ENV_HOME} at an existing store)"
-        )
+        raise StoreNotFoundError.at(directory)
     if key is not None:
         backend = "explicit"
     else:
         key, backend = resolve_key(directory, key_text=key_text, create=create and not store_exists(directory))
     branch = branch or os.environ.get(ENV_BRANCH) or "main"
+    from .client import Sovseal
+
     return Sovseal(directory, key=key, branch=branch, embedder=embedder), backend
 
 
@@ -409,6 +418,8 @@ class BackupInfo:
 
 
 def _backup_key(master: bytes, salt: bytes) -> bytes:
+    from .crypto import hkdf_sha256
+
     return hkdf_sha256(master, salt=salt, info=_BACKUP_INFO, length=32)
 
 
@@ -453,6 +464,8 @@ def export_backup(mem: Sovseal, master: bytes, dest: IO[bytes], *, progress: Pro
     or truncated unnoticed. Only the key id, the item count and the creation time are in the clear.
     Restoring needs the same master key (``sovseal key export`` / ``key import``).
     """
+    from .crypto import aead_encrypt, derive_subkeys
+
     key_id = derive_subkeys(master).key_id
     if key_id != mem.status().key_id:
         raise KeyUnavailableError("the key given is not this store's key; export with the store's own key")
@@ -520,6 +533,7 @@ def import_backup(mem: Sovseal, master: bytes, src: IO[bytes], *, progress: Prog
     is then brought up to date for every branch.
 
     """
+    from .crypto import aead_decrypt, derive_subkeys
     from .wire import WireItem
 
     header, aad = read_backup_header(src)
@@ -580,6 +594,8 @@ def import_backup(mem: Sovseal, master: bytes, src: IO[bytes], *, progress: Prog
 
 
 def _last_chunk(file_key: bytes, index: int, sealed: bytes, aad: bytes) -> bytes:
+    from .crypto import aead_decrypt
+
     try:
         return aead_decrypt(file_key, _nonce(index, True), sealed, aad)
     except IntegrityError:

@@ -10,6 +10,7 @@ processes appending to one store form one chain per branch.
 from __future__ import annotations
 
 import dataclasses
+import errno
 import hashlib
 import hmac
 import json
@@ -34,6 +35,7 @@ from .errors import (
     IntegrityError,
     InvalidInputError,
     KeyUnavailableError,
+    ReadOnlyStoreError,
     StorageError,
     UnknownBranchError,
     UnknownSnapshotError,
@@ -52,6 +54,21 @@ _ID_CACHE = 65_536
 _META = "store.json"
 _MIGRATING = "journal.migrating"
 _ACKS_PER_FRAME = 4096
+
+
+def _cannot_write(directory: Path) -> bool:
+    """Does an existing store live where this process cannot write (read-only volume or permissions)?"""
+    journal = directory / _JOURNAL
+    if not journal.is_file():
+        return False
+    return not (os.access(directory, os.W_OK) and os.access(journal, os.W_OK)) or _read_only_volume(directory)
+
+
+def _read_only_volume(directory: Path) -> bool:
+    try:
+        return bool(os.statvfs(directory).f_flag & os.ST_RDONLY)
+    except OSError:
+        return False
 
 
 def _untagged(frame: fr.Frame) -> fr.Frame:
@@ -110,17 +127,28 @@ class Appended:
 class LocalStore:
     """One store directory, opened with one master key."""
 
-    def __init__(self, directory: Path, master: bytes, *, lock_timeout: float = 10.0) -> None:
+    def __init__(self, directory: Path, master: bytes, *, lock_timeout: float = 10.0, read_only: bool | None = None) -> None:
+        """Open (or create) the store in ``directory``.
+
+        ``read_only``: None opens read-only when the store exists and its directory or journal
+        cannot be written (a read-only volume, a mounted backup); True always does. A read-only
+        store reads, recalls, verifies and exports; every write raises ReadOnlyStoreError. It
+        cuts no torn tail and migrates nothing: it reads the journal as it is.
+        """
         self.directory = directory
         self.lock_timeout = lock_timeout
-        make_dirs(directory)
+        self.read_only = _cannot_write(directory) if read_only is None else read_only
+        if self.read_only and not (directory / _JOURNAL).is_file():
+            raise StorageError(errno.ENOENT, f"no sovseal store at {directory} to open read-only")
+        if not self.read_only:
+            make_dirs(directory)
         self._keys = derive_subkeys(master)
         self._ids = IdKey(self._keys.k_id)
         self._key_confirmed = False  # store.json names this key's id (set by _check_meta)
         self.store_uuid = self._check_meta()
         self._journal_key = bytes.fromhex(keyed_id(self._keys.k_id, "frame-mac", "v1"))
-        self._journal = Journal(directory / _JOURNAL, self._journal_key)
-        self._flock = WriterLock(directory / _LOCK, lock_timeout)
+        self._journal = Journal(directory / _JOURNAL, self._journal_key, read_only=self.read_only)
+        self._flock = None if self.read_only else WriterLock(directory / _LOCK, lock_timeout)
         self._mutex = threading.RLock()
         self._lineage = Lineage()
         self._end = 0
@@ -134,10 +162,14 @@ class LocalStore:
         self.repairs: list[str] = []  # what recovery did on open, for status()
         self.closed = False
         try:
-            with self._writing():
-                self._bind_meta()
-                if not self._lineage.unattributed_damage:  # never write into a journal that lost frames
-                    self._ensure_branch(DEFAULT_BRANCH)
+            if self.read_only:
+                with self.reading():
+                    pass
+            else:
+                with self._writing():
+                    self._bind_meta()
+                    if not self._lineage.unattributed_damage:  # never write into a journal that lost frames
+                        self._ensure_branch(DEFAULT_BRANCH)
         except JournalHeaderError as exc:
             self.close()
             if exc.key_is_right:
@@ -184,12 +216,20 @@ class LocalStore:
             if not self.closed:
                 self.closed = True
                 self._journal.close()
-                self._flock.close()
+                if self._flock is not None:
+                    self._flock.close()
 
     # -- locking and catching up ---------------------------------------------------------
 
     @contextmanager
     def _writing(self) -> Iterator[None]:
+        if self._flock is None:
+            raise ReadOnlyStoreError(
+                errno.EROFS,
+                f"the store at {self.directory} is open read-only (its directory or journal cannot be written, or it was "
+                "opened with read_only=True); nothing was stored. Reads, recall, verify and export work; to write, copy "
+                "the store to a writable place and open the copy",
+            )
         with self._mutex:
             self._flock.acquire()
             try:
@@ -340,7 +380,7 @@ class LocalStore:
                 "from a replica or backup"
             )
         self._journal.close()
-        self._journal = Journal(path, self._journal_key)
+        self._journal = Journal(path, self._journal_key, read_only=self.read_only)
         self._lineage = Lineage()
         self._end = 0
         self._sids.clear()
