@@ -2,9 +2,12 @@
 
 What it proves: for any request (garbage bytes, arbitrary JSON, real items with fields dropped,
 added, retyped or corrupted, conflicting duplicates, too many items, bodies nested past the JSON
-parser's limit, odd query strings, wrong methods, bad or missing credentials, raw bytes that are
+parser's limit, lone surrogates, bad UTF-8, huge numbers, floods of empty objects, pushes past the
+held-items quota, odd query strings, wrong methods, bad or missing credentials, raw bytes that are
 not HTTP at all) the server answers below 500 within a bounded time, keeps serving, and when it
 refuses a request it changes nothing: every row of every table is the same before and after.
+Every refusal is an ASCII JSON error that never echoes the request: the fuzzed values carry a
+canary (often with a lone surrogate, which a reply could not even encode), and no reply holds it.
 
 How: Hypothesis drives an httpx client (10 s timeout: a hang fails the test) against the real
 server (uvicorn + SQLite) on loopback, seeded with real items from a store's outbox so that the
@@ -44,14 +47,16 @@ from tests.reliability._net import memory_dir, size
 from tests.replication.helpers import history
 
 PROJECT = "f" * 64
-LIMITS = Limits(max_body=64 * 1024, max_items=16, max_pull=50)
+#: A small held quota, so that pushes whose items would wait past it are refused (429) too.
+LIMITS = Limits(max_body=64 * 1024, max_items=16, max_pull=50, max_held_items=6)
+CANARY = "\ud800CANARY"
 FUZZ = settings(
     max_examples=size(150, 10_000),
     deadline=None,
     database=None,
     suppress_health_check=[HealthCheck.too_slow, HealthCheck.function_scoped_fixture, HealthCheck.data_too_large],
 )
-TABLES = ("sovseal_meta", "api_keys", "projects", "items", "branches", "held")
+TABLES = ("sovseal_meta", "api_keys", "projects", "items", "branches", "held", "held_waits")
 STATUSES: Counter[int] = Counter()
 
 
@@ -96,15 +101,18 @@ def check(target: Target, response: httpx.Response, before: dict[str, Any]) -> N
     assert response.status_code < 500, response.text
     if response.status_code >= 400:
         assert target.state() == before, f"a refused request ({response.status_code}) changed the server's state"
-        if response.content and response.headers.get("content-type", "").startswith("application/json"):
+        if response.request.method != "HEAD":
+            assert response.headers["content-type"] == "application/json" and response.content.isascii(), response.content[:200]
             assert set(response.json()) == {"error", "message", "ids"}
+            assert b"CANARY" not in response.content, response.content[:200]
     assert target.client.get(HEALTH_PATH).status_code == 200
 
 
 # -- strategies --------------------------------------------------------------------------------
 
+canary_text = st.text(max_size=8).map(lambda t: CANARY + t) | st.just(CANARY)
 json_values = st.recursive(
-    st.none() | st.booleans() | st.integers() | st.floats() | st.text(max_size=20),
+    st.none() | st.booleans() | st.integers() | st.floats() | st.text(max_size=20) | canary_text,
     lambda inner: st.lists(inner, max_size=4) | st.dictionaries(st.text(max_size=10), inner, max_size=4),
     max_leaves=15,
 )
@@ -116,12 +124,14 @@ FIELDS = ("kind", "id", "parent", "branch", "path_hash", "sealed", "created_at",
 def mutated_item(draw: st.DrawFn, items: list[dict[str, Any]]) -> Any:
     item = dict(draw(st.sampled_from(items)))
     for _ in range(draw(st.integers(0, 3))):
-        op = draw(st.sampled_from(["drop", "add", "retype", "hex", "sealed", "time", "kind"]))
+        op = draw(st.sampled_from(["drop", "add", "retype", "hex", "sealed", "time", "kind", "canary"]))
         name = draw(st.sampled_from(FIELDS))
         if op == "drop":
             item.pop(name, None)
         elif op == "add":
-            item[draw(st.sampled_from(["path", "embedding", "payload", "x"]))] = draw(json_values)
+            item[draw(st.sampled_from(["path", "embedding", "payload", "x", CANARY]))] = draw(json_values)
+        elif op == "canary":
+            item[name] = draw(canary_text)
         elif op == "retype":
             item[name] = draw(json_values)
         elif op == "hex":
@@ -136,9 +146,52 @@ def mutated_item(draw: st.DrawFn, items: list[dict[str, Any]]) -> Any:
     return item
 
 
+def _orphans(count: int) -> list[dict[str, Any]]:
+    """Records whose parent never arrives (held), with valid fields: what a quota must stop."""
+    return [
+        {
+            "kind": "record",
+            "id": os.urandom(32).hex(),
+            "parent": os.urandom(32).hex(),
+            "branch": os.urandom(16).hex(),
+            "path_hash": os.urandom(32).hex(),
+            "sealed": base64.b64encode(os.urandom(40)).decode(),
+            "created_at": 1.0,
+            "reason": "",
+        }
+        for _ in range(count)
+    ]
+
+
+@st.composite
+def hostile_bytes(draw: st.DrawFn, items: list[dict[str, Any]]) -> bytes:
+    """Bodies aimed at the parser: bad UTF-8, lone surrogates, huge numbers, floods of empty objects."""
+    item = json.dumps(draw(st.sampled_from(items)))
+    field = draw(st.sampled_from(FIELDS))
+    shape = draw(st.integers(0, 5))
+    if shape == 0:  # raw bytes that are not UTF-8 (or are encoded surrogates) inside a string
+        bad = draw(st.sampled_from([b"\xff", b"\xc3\x28", b"\xed\xa0\x80", b"\xf4\x90\x80\x80", b"\x80"]))
+        return b'{"records":[' + item.encode().replace(b'"kind":', b'"kind' + bad + b'":', 1) + b'],"after":""}'
+    if shape == 1:  # a lone surrogate escape where an id, a kind or a field name goes
+        text = item.replace(f'"{field}":', f'"{field}":"\\ud800",' + f'"{field}_":', 1)
+        return ('{"records":[' + text + '],"after":"\\udfff"}').encode()
+    if shape == 2:  # huge numbers
+        number = draw(st.sampled_from(["1e999999", "-1e999999", "9" * 5000, "0." + "1" * 20000, "1" * 10 + "e" + "9" * 30]))
+        return ('{"records":[' + item.replace('"created_at":', f'"created_at":{number},"x":', 1) + '],"after":""}').encode()
+    if shape == 3:  # a flood of empty objects or lists, up to the body limit
+        unit = draw(st.sampled_from([b"{}", b"[]", b"1", b'"ab"', b"{}" * 3]))
+        count = draw(st.integers(LIMITS.max_items, LIMITS.max_body // (len(unit) + 1) - 40))
+        return b'{"records":[' + b",".join([unit] * count) + b'],"after":""}'
+    if shape == 4:  # valid items whose parents never arrive: past the held quota, a 429
+        return json.dumps({"records": _orphans(draw(st.integers(1, LIMITS.max_items))), "after": ""}).encode()
+    return json.dumps({"records": [json.loads(item)], "after": ""}).encode()[:-3] + b'"\xed\xb0\x80"}'  # a surrogate encoded raw
+
+
 @st.composite
 def push_body(draw: st.DrawFn, items: list[dict[str, Any]]) -> bytes:
-    shape = draw(st.integers(0, 7))
+    shape = draw(st.integers(0, 8))
+    if shape == 8:
+        return draw(hostile_bytes(items))
     if shape == 0:
         return draw(st.binary(max_size=512))
     if shape == 1:
@@ -181,6 +234,19 @@ def test_push_never_fails_with_5xx_and_a_refused_push_changes_nothing(target: Ta
     check(target, response, before)
     if response.status_code == 200:
         assert set(response.json()) == {"accepted", "duplicates", "held", "released", "cursor"}
+
+
+@FUZZ
+@given(data=st.data())
+def test_bodies_aimed_at_the_parser_and_the_quota_are_refused_cleanly(target: Target, data: st.DataObject) -> None:
+    """With valid credentials, so that every body reaches the parser (and valid orphans the held-items quota)."""
+    body = data.draw(hostile_bytes(target.items), label="body")
+    before = target.state()
+    response = target.client.post(PUSH_PATH, content=body, headers=target.headers())
+    check(target, response, before)
+    if response.status_code == 200:
+        assert set(response.json()) == {"accepted", "duplicates", "held", "released", "cursor"}
+        assert target.server.storage.counts(PROJECT)["held"] <= LIMITS.max_held_items
 
 
 @FUZZ
