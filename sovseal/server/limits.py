@@ -16,6 +16,8 @@ import math
 import os
 from dataclasses import dataclass, field, fields
 
+from ..errors import InvalidInputError
+
 #: Environment variables for the fields that have one (the CLI passes ``max_body`` itself).
 ENV = {
     "max_held_items": "SOVSEAL_SERVER_MAX_HELD_ITEMS",
@@ -26,8 +28,8 @@ ENV = {
 }
 
 
-class LimitError(ValueError):
-    """A limit (argument or environment variable) that is not a usable number."""
+class LimitError(InvalidInputError):
+    """A limit (argument or environment variable) that is not a usable number: ``sovseal serve`` says so and exits."""
 
 
 def _from_env(name: str, default: float) -> float:

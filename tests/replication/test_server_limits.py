@@ -35,7 +35,7 @@ from sovseal.replication.protocol import (
     PULL_PATH,
     PUSH_PATH,
 )
-from sovseal.server import HeldQuota, Limits, ServerThread, Storage, open_storage
+from sovseal.server import HeldQuota, LimitError, Limits, ServerThread, Storage, open_storage
 from sovseal.server.validate import Item, validate_item
 
 PROJECT = "c" * 64
@@ -414,6 +414,20 @@ def test_when_every_connection_is_busy_a_new_one_is_closed(sqlite_database: str)
                 sock.close()
         time.sleep(0.2)
         assert httpx.get(srv.url + HEALTH_PATH).status_code == 200  # and once they are gone, served again
+
+
+def test_limits_come_from_the_environment_and_bad_ones_fail_at_start(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("SOVSEAL_SERVER_MAX_HELD_ITEMS", "7")
+    monkeypatch.setenv("SOVSEAL_SERVER_HEADER_TIMEOUT", "2.5")
+    assert (Limits().max_held_items, Limits().header_timeout) == (7, 2.5)
+    assert Limits(max_held_items=9).max_held_items == 9  # an explicit value wins over the environment
+    for name, value in (("SOVSEAL_SERVER_MAX_HELD_ITEMS", "lots"), ("SOVSEAL_SERVER_HEADER_TIMEOUT", "0"), ("SOVSEAL_SERVER_BODY_TIMEOUT", "inf")):
+        monkeypatch.setenv(name, value)
+        with pytest.raises(LimitError, match=name):
+            Limits()
+        monkeypatch.delenv(name)
+    with pytest.raises(LimitError, match="max_connections"):
+        Limits(max_connections=0)
 
 
 # -- `sovseal serve` as an operator runs it ------------------------------------------------------
