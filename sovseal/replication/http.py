@@ -74,7 +74,9 @@ class Transport:
             PROJECT_HEADER: project_blind,
             "User-Agent": "sovseal-replication/1",
         }
-        self._client = httpx.Client(base_url=target.endpoint, headers=self.headers, timeout=timeout, follow_redirects=False, trust_env=False)
+        self._client = httpx.Client(
+            base_url=target.endpoint, headers=self.headers, timeout=timeout, follow_redirects=False, trust_env=False
+        )
 
     def push(self, body: bytes) -> Outcome:
         """POST one batch body exactly as given."""

@@ -25,14 +25,13 @@ class Page:
     items: list[tuple[int, WireItem]]  # (sequence number, item), numbered after+1, after+2, …
     last: int  # the server's newest sequence number when it answered
     more: bool
-    held: int  # items the server itself holds back, waiting for what they depend on
 
 
-def _count(data: dict[str, Any], name: str, endpoint: str) -> int:
-    value = data.get(name)
-    if isinstance(value, bool) or not isinstance(value, int) or not 0 <= value <= MAX_SEQ:
+def _last(data: dict[str, Any], endpoint: str) -> int:
+    value = data.get("last")
+    if type(value) is not int or not 0 <= value <= MAX_SEQ:
         raise ServerMisbehaviourError(
-            f"{endpoint} answered a pull with {name}={str(value)[:40]!r}, not a count in 0..2^63-1; "
+            f"{endpoint} answered a pull with last={str(value)[:40]!r}, not a sequence number in 0..2^63-1; "
             "is it a sovseal replication server?",
             code="bad_page",
         )
@@ -48,7 +47,7 @@ def parse_page(body: bytes, after: int, limit: int, endpoint: str) -> Page:
         raise ServerMisbehaviourError(f"{endpoint} answered a pull with something that is not JSON", code="not_json") from None
     if not isinstance(data, dict) or not isinstance(data.get("records"), list) or not isinstance(data.get("more"), bool):
         raise ServerMisbehaviourError(f"{endpoint} answered a pull without 'records' and 'more'", code="bad_page")
-    last, held = _count(data, "last", endpoint), _count(data, "held", endpoint)
+    last = _last(data, endpoint)
     records: list[Any] = data["records"]
     if len(records) > limit:
         raise ServerMisbehaviourError(f"{endpoint} answered a pull for {limit} items with {len(records)}", code="bad_page")
@@ -67,4 +66,4 @@ def parse_page(body: bytes, after: int, limit: int, endpoint: str) -> Page:
             items.append((expected, WireItem.from_json(raw)))
         except InvalidInputError as exc:
             raise ServerMisbehaviourError(f"{endpoint} answered a pull with a malformed item: {exc}", code="bad_item") from None
-    return Page(items, last, data["more"], held)
+    return Page(items, last, data["more"])

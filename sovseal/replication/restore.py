@@ -99,6 +99,9 @@ class _Pull:
                     self._resync(page)
                     start = after = 0
                     continue
+                if not self.saved.id:  # from now on, checked by id
+                    self.saved = Cursor(self.saved.seq, items[0][1].id)
+                    self.cursors.save(self.saved)
                 items = items[1:]  # already here: it is what the cursor names
             self.received += len(items)
             self._import(items)
@@ -112,23 +115,20 @@ class _Pull:
     def _page(self, after: int) -> Page:
         """The next page, halving the items asked for while pages pass ``max_page_bytes``."""
         while True:
-            waited = time.monotonic() - self.moved_at
-            if waited >= self.config.pull_stall_timeout:
-                raise ReplicationError(
-                    f"the pull from {self.endpoint} made no progress for {waited:.0f} s (pull_stall_timeout): pages came "
-                    f"but nothing in them could be imported ({len(self.held)} item(s) wait for a parent). Everything "
-                    f"imported so far is kept and the cursor is at {self.saved.seq}; pull again later",
-                    code="stalled",
-                    retryable=True,
-                )
-            deadline = min(self.config.pull_deadline, self.config.pull_stall_timeout - waited)
+            left = self.config.pull_stall_timeout - (time.monotonic() - self.moved_at)
+            if left <= 0:
+                raise self._stalled()
             try:
-                body = self.session.page(after, self.limit, deadline)
+                body = self.session.page(after, self.limit, min(self.config.pull_deadline, left))
             except PageTooLargeError:
                 if self.limit == 1:
                     raise
                 self.limit //= 2
                 continue
+            except ReplicationError as exc:
+                if exc.code == "deadline" and left < self.config.pull_deadline:  # cut short by the stall timeout
+                    raise self._stalled() from None
+                raise
             page = parse_page(body, after, self.limit, self.endpoint)
             if 2 * len(body) <= self.session.max_bytes:  # twice as many items would likely still fit
                 self.limit = min(self.config.pull_page, self.limit * 2)
@@ -142,6 +142,15 @@ class _Pull:
                 )
             self.last = page.last
             return page
+
+    def _stalled(self) -> ReplicationError:
+        return ReplicationError(
+            f"the pull from {self.endpoint} made no progress for {self.config.pull_stall_timeout:g} s (pull_stall_timeout): "
+            f"nothing that came could be imported ({len(self.held)} item(s) wait for a parent). Everything imported so far "
+            f"is kept and the cursor is at {self.saved.seq}; pull again later",
+            code="stalled",
+            retryable=True,
+        )
 
     def _resync(self, page: Page) -> None:
         log.warning(
@@ -164,6 +173,12 @@ class _Pull:
         left = self.store.import_items([item for _, item in batch])
         _, present = _applied(self.store)
         done = len(batch) - len(left)
+        if done:
+            seq, item = batch[done - 1]
+            self.saved = Cursor(seq, item.id)
+            self.cursors.save(self.saved)
+            self.moved_at = time.monotonic()
+        self.held = batch[done:]
         self.duplicates += done - (present - before)
         if self.duplicates > present:
             raise ServerMisbehaviourError(
@@ -171,12 +186,6 @@ class _Pull:
                 "an honest server sends each item once. The pull stopped; nothing was lost",
                 code="duplicates",
             )
-        if done:
-            seq, item = batch[done - 1]
-            self.saved = Cursor(seq, item.id)
-            self.cursors.save(self.saved)
-            self.moved_at = time.monotonic()
-        self.held = batch[done:]
         held_bytes = sum(len(item.sealed) + HELD_OVERHEAD for _, item in self.held)
         if len(self.held) > self.config.max_held_items or held_bytes > self.config.max_held_bytes:
             first = self.held[0][1]
