@@ -15,15 +15,16 @@ import socket
 import threading
 import time
 from pathlib import Path
-
-import uvicorn
+from typing import TYPE_CHECKING
 
 from .app import Limits, create_app
-from .connections import guarded_protocol
 from ..paths import resolve_path
 from .db import PostgresDatabase, open_database
 from .schema import Role, Roles
 from .storage import Storage
+
+if TYPE_CHECKING:  # uvicorn loads only to serve: opening storage or creating an API key needs no web server
+    import uvicorn
 
 DEFAULT_DATABASE_ENV = "SOVSEAL_SERVER_DATABASE"
 #: PostgreSQL least privilege: pushes connect with this URL (the writer role), pulls with the next (the reader).
@@ -114,12 +115,16 @@ def connection_cap(wanted: int) -> int:
 
 def _guarded(limits: Limits) -> dict[str, object]:
     """uvicorn options that bound what a connection may cost (see :mod:`sovseal.server.connections`)."""
+    from .connections import guarded_protocol
+
     cap = connection_cap(limits.max_connections)
     return {"http": guarded_protocol(limits.header_timeout, cap), "backlog": BACKLOG, "server_header": False}
 
 
 def serve(database: str | None, host: str, port: int, limits: Limits | None = None, log_level: str = "info") -> None:
     """Serve until interrupted (what ``sovseal serve`` runs); the role URLs and limits come from the environment."""
+    import uvicorn
+
     limits = limits or Limits()
     app = create_app(open_storage(database), limits)
     uvicorn.run(app, host=host, port=port, log_level=log_level, proxy_headers=False, **_guarded(limits))  # type: ignore[arg-type]
@@ -157,6 +162,8 @@ class ServerThread:
         self._thread: threading.Thread | None = None
 
     def start(self, timeout: float = 10.0) -> ServerThread:
+        import uvicorn
+
         config = uvicorn.Config(self.app, log_level="warning", lifespan="on", timeout_graceful_shutdown=2, **_guarded(self.limits))  # type: ignore[arg-type]
         self._server = uvicorn.Server(config)
         self._thread = threading.Thread(target=self._server.run, kwargs={"sockets": [self.sock]}, daemon=True, name="sovseal-server")
