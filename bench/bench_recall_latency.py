@@ -20,7 +20,8 @@ everything recall does but the embedding (``without_embedding_ms`` in the JSON).
 sovseal's stores go through ``Sovseal.store`` one by one (journal, seal, fsync). By default the
 stores live in /dev/shm, where fsync costs nothing, to keep a 100k ingest to minutes; the timed
 recalls never fsync. The texts: SciFact abstract sentences, pairs of adjacent sentences, LoCoMo
-turns and Cranfield sentences (``../shared/evaldata``), in that order, the first N; past the
+turns and Cranfield sentences (from ``--data DIR``, default ``$SOVSEAL_EVALDATA``: see
+``bench/evaldata.py``), in that order, the first N; past the
 ~125k distinct ones (a 1M run), random pairs of them joined. Queries: the
 300 SciFact validation claims, then LoCoMo questions.
 
@@ -33,15 +34,15 @@ and latency benchmarks cached, ~24k, 500 held out as queries).
 Also reported: recall@10 of sovseal's vector search (IVF from 8,000 vectors on) against exact
 search over the same vectors, and the time to open the store and load its in-memory catalog.
 
-The peers go in a separate environment, never in sovseal's dependencies:
+The peers are in the project's ``bench`` extra, never in sovseal's dependencies (tested: chromadb
+1.5.9, langchain-community 0.4.2):
 
-    python -m venv --system-site-packages /work/bench-env
-    /work/bench-env/bin/pip install chromadb langchain-community     # tested: chromadb 1.5.9, langchain-community 0.4.2
+    pip install -e ".[bench]"
 
-Run: /work/bench-env/bin/python bench/bench_recall_latency.py --sizes 10000 [--queries 300]
-     /work/bench-env/bin/python bench/bench_recall_latency.py --sizes 100000 --real-vectors 10000
-     python bench/bench_recall_latency.py --ann-check
-     (--peers none runs sovseal alone with the project's own environment)
+Run: python bench/bench_recall_latency.py --data DIR --sizes 10000 [--queries 300]
+     python bench/bench_recall_latency.py --data DIR --sizes 100000 --real-vectors 10000
+     python bench/bench_recall_latency.py --ann-check     (reads only the --cache, no corpus)
+     (--peers none runs sovseal alone, without the bench extra)
 """
 
 from __future__ import annotations
@@ -66,30 +67,31 @@ import numpy as np
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
-from bench_recall_quality import EVALDATA, _scifact_sentences, _smart, entry_text  # noqa: E402
+import evaldata  # noqa: E402 (bench/ is not a package)
+from bench_recall_quality import CACHE, _scifact_sentences, _smart, entry_text  # noqa: E402
 
 from sovseal import Sovseal  # noqa: E402
 from sovseal.embed import Embedder  # noqa: E402
 from sovseal.recall import RecallParams  # noqa: E402
 
 
-def corpus(n: int) -> list[str]:
+def corpus(data_dir: Path, n: int) -> list[str]:
     import csv
     import io
     import zipfile
 
-    with zipfile.ZipFile(EVALDATA / "scifact" / "scifact.zip") as z:
+    with zipfile.ZipFile(data_dir / "scifact" / "scifact.zip") as z:
         name = next(x for x in z.namelist() if x.endswith("corpus_train.csv"))
         abstracts = [_scifact_sentences(r["abstract"]) for r in csv.DictReader(io.TextIOWrapper(z.open(name), encoding="utf-8"))]
     texts = [s for a in abstracts for s in a]
     texts += [f"{a[i]} {a[i + 1]}" for a in abstracts for i in range(len(a) - 1)]
-    data = json.loads((EVALDATA / "locomo" / "locomo10.json").read_text())
+    data = json.loads((data_dir / "locomo" / "locomo10.json").read_text())
     for sample in data:
         conv = sample["conversation"]
         for key, turns in conv.items():
             if re.fullmatch(r"session_\d+", key) and isinstance(turns, list):
                 texts += [f"{t['speaker']}: {t['text']}" for t in turns]
-    for doc in _smart(EVALDATA / "cranfield" / "cran.all.1400"):
+    for doc in _smart(data_dir / "cranfield" / "cran.all.1400"):
         texts += [s.strip() for s in doc.get("W", "").split(" . ") if len(s.strip()) > 20]
     unique = list(dict.fromkeys(t for t in texts if t.strip()))
     if len(unique) >= n:
@@ -107,15 +109,15 @@ def corpus(n: int) -> list[str]:
     return unique[:n]
 
 
-def queries(count: int) -> list[str]:
+def queries(data_dir: Path, count: int) -> list[str]:
     import csv
     import io
     import zipfile
 
-    with zipfile.ZipFile(EVALDATA / "scifact" / "scifact.zip") as z:
+    with zipfile.ZipFile(data_dir / "scifact" / "scifact.zip") as z:
         name = next(x for x in z.namelist() if x.endswith("claims_validation.csv"))
         out = list(dict.fromkeys(r["claim"] for r in csv.DictReader(io.TextIOWrapper(z.open(name), encoding="utf-8"))))
-    data = json.loads((EVALDATA / "locomo" / "locomo10.json").read_text())
+    data = json.loads((data_dir / "locomo" / "locomo10.json").read_text())
     out += [qa["question"] for s in data for qa in s["qa"]]
     return list(dict.fromkeys(out))[:count]
 
@@ -296,7 +298,12 @@ def ann_check(cache: Path, held_out: int = 500, sizes: Sequence[int] = (8000, 10
     The top-level figures are for all of them; ``by_size`` repeats the measurement on the first
     ``sizes`` of them (in a random order, so every dataset is represented): the IVF index is used
     from 8,000 vectors on, where its lists are fewest and a search probes 64 of them."""
-    vectors = np.concatenate([np.load(f) for f in sorted(cache.glob("*.npy"))]).astype(np.float32)
+    files = sorted(cache.glob("*.npy"))
+    if not files:
+        print(f"--ann-check reads the embeddings the recall benchmarks cached, and {cache} has none: run "
+              "bench_recall_quality.py and bench_recall_latency.py (same --cache) first", file=sys.stderr)
+        sys.exit(2)
+    vectors = np.concatenate([np.load(f) for f in files]).astype(np.float32)
     vectors = np.unique(vectors, axis=0)
     rng = np.random.default_rng(0)
     order = rng.permutation(len(vectors))
@@ -344,7 +351,7 @@ def main() -> None:
     parser.add_argument("--queries", type=int, default=300)
     parser.add_argument("--peers", default="langchain-lancedb,chroma", help="comma list, or 'none'")
     parser.add_argument("--workdir", default="/dev/shm" if os.path.isdir("/dev/shm") else None)
-    parser.add_argument("--cache", type=Path, default=Path(tempfile.gettempdir()) / "sovseal-bench-cache")
+    parser.add_argument("--cache", type=Path, default=CACHE, help="bulk embeddings, kept between runs (default: %(default)s)")
     parser.add_argument("--reuse", action="store_true", help="reuse sovseal stores left in --workdir by an earlier run")
     parser.add_argument("--embed-only", action="store_true", help="only compute the bulk embeddings (cached)")
     parser.add_argument(
@@ -355,6 +362,7 @@ def main() -> None:
     )
     parser.add_argument("--json", type=Path, default=None)
     parser.add_argument("--ann-check", action="store_true", help="only: IVF recall@10 vs exact on the cached real vectors")
+    evaldata.add_argument(parser)
     args = parser.parse_args()
     if args.ann_check:
         check = ann_check(args.cache)
@@ -363,14 +371,15 @@ def main() -> None:
             args.json.write_text(json.dumps({"ann_check": check}, indent=2))
         return
     sizes = [int(s) for s in args.sizes.split(",")]
+    data_dir = evaldata.resolve(args.data, ["scifact", "locomo", "cranfield"])
     embedder = Embedder()
     embedder.ready()
-    texts_all = corpus(max(sizes))
+    texts_all = corpus(data_dir, max(sizes))
     if args.real_vectors and args.real_vectors < len(texts_all):
         vectors_all = synthesize(bulk(embedder, texts_all[: args.real_vectors], args.cache, "corpus"), len(texts_all))
     else:
         vectors_all = bulk(embedder, texts_all, args.cache, "corpus")
-    qs = queries(args.queries)
+    qs = queries(data_dir, args.queries)
     if args.embed_only:
         return
     root = Path(args.workdir or tempfile.gettempdir()) / "sovseal-latency-bench"

@@ -14,7 +14,8 @@ by switching ``mem.recall_params``:
     ungated    weighted fusion + lineage context at full weight always (context_coherence=0)
     sovseal    the defaults: weighted fusion + lineage context, weighted by how coherent the chain is
 
-LoCoMo (../shared/evaldata/locomo, see SOURCES.md): one store per conversation; every turn is a
+The corpora are read from ``--data DIR`` (default ``$SOVSEAL_EVALDATA``; ``bench/evaldata.py`` has the
+layout and the sources). LoCoMo: one store per conversation; every turn is a
 memory at ``chat.session_<n>.turn_<m>`` with payload {speaker, text, image caption if any},
 type episodic and the session date as metadata. Every question of categories 1-4 is a query;
 R@k is the fraction of a question's evidence turns in the top k (malformed evidence strings are
@@ -28,11 +29,12 @@ queries, qrels rebuilt from cited_doc_ids (339 pairs, BEIR's test set); nDCG@10,
 Cranfield: 1,400 documents, 225 queries (numbered 1..225 in file order), graded qrels with gain
 5 - code (code 1, "complete answer", gains 4; -1 is not relevant); nDCG@10.
 
-Run (the stores go to a temporary directory, /dev/shm when present; ``--cache`` keeps embeddings):
+Run (the stores go to a temporary directory, /dev/shm when present; the bulk embeddings are kept in
+``--cache``, by default ``sovseal-bench-cache`` in the system's temporary directory):
 
-    python bench/bench_recall_quality.py --datasets locomo --split dev
-    python bench/bench_recall_quality.py --datasets locomo --split test
-    python bench/bench_recall_quality.py --datasets scifact,cranfield
+    python bench/bench_recall_quality.py --data DIR --datasets locomo --split dev
+    python bench/bench_recall_quality.py --data DIR --datasets locomo --split test
+    python bench/bench_recall_quality.py --data DIR --datasets scifact,cranfield
 """
 
 from __future__ import annotations
@@ -58,12 +60,16 @@ from typing import Any
 
 import numpy as np
 
-from sovseal import Sovseal
-from sovseal.embed import Embedder
-from sovseal.entries import make_entry, memory_text
-from sovseal.recall import RecallParams
+sys.path.insert(0, str(Path(__file__).resolve().parent))
 
-EVALDATA = Path(__file__).resolve().parents[2] / "shared" / "evaldata"
+import evaldata  # noqa: E402 (bench/ is not a package)
+
+from sovseal import Sovseal  # noqa: E402
+from sovseal.embed import Embedder  # noqa: E402
+from sovseal.entries import make_entry, memory_text  # noqa: E402
+from sovseal.recall import RecallParams  # noqa: E402
+
+CACHE = Path(tempfile.gettempdir()) / "sovseal-bench-cache"  # bulk embeddings, shared with bench_recall_latency.py
 DEV = ["conv-26", "conv-30", "conv-41", "conv-42", "conv-43"]
 TEST = ["conv-44", "conv-47", "conv-48", "conv-49", "conv-50"]
 
@@ -122,8 +128,8 @@ def entry_text(path: str, payload: Any, **options: Any) -> str:
 # -- datasets ---------------------------------------------------------------------------------------
 
 
-def locomo(conversations: list[str]) -> list[dict[str, Any]]:
-    data = json.loads((EVALDATA / "locomo" / "locomo10.json").read_text())
+def locomo(data_dir: Path, conversations: list[str]) -> list[dict[str, Any]]:
+    data = json.loads((data_dir / "locomo" / "locomo10.json").read_text())
     out = []
     for sample in data:
         if sample["sample_id"] not in conversations:
@@ -160,8 +166,8 @@ def _scifact_sentences(text: str) -> list[str]:
     return [ast.literal_eval(t.string) for t in tokenize.generate_tokens(io.StringIO(text).readline) if t.type == tokenize.STRING]
 
 
-def scifact() -> list[dict[str, Any]]:
-    with zipfile.ZipFile(EVALDATA / "scifact" / "scifact.zip") as z:
+def scifact(data_dir: Path) -> list[dict[str, Any]]:
+    with zipfile.ZipFile(data_dir / "scifact" / "scifact.zip") as z:
 
         def rows(suffix: str) -> list[dict[str, str]]:
             name = next(n for n in z.namelist() if n.endswith(suffix))
@@ -197,8 +203,8 @@ def _smart(path: Path) -> list[dict[str, str]]:
     return records
 
 
-def cranfield() -> list[dict[str, Any]]:
-    base = EVALDATA / "cranfield"
+def cranfield(data_dir: Path) -> list[dict[str, Any]]:
+    base = data_dir / "cranfield"
     docs = _smart(base / "cran.all.1400")
     items = [
         {"path": f"cranfield.doc_{d['I']}", "payload": {"title": d.get("T", "").strip(), "text": d.get("W", "").strip()}, "type": "semantic"}
@@ -288,26 +294,33 @@ def main() -> None:
     parser.add_argument("--datasets", default="locomo,scifact,cranfield")
     parser.add_argument("--split", choices=["dev", "test", "all"], default="dev", help="LoCoMo split")
     parser.add_argument("--configs", default=",".join(CONFIGS))
-    parser.add_argument("--cache", type=Path, default=None, help="directory to keep bulk embeddings in between runs")
+    parser.add_argument("--cache", type=Path, default=CACHE, help="directory to keep bulk embeddings in between runs (default: %(default)s)")
+    parser.add_argument("--no-cache", dest="cache", action="store_const", const=None, help="embed everything afresh, keep nothing")
     parser.add_argument("--workdir", default="/dev/shm" if os.path.isdir("/dev/shm") else None)
     parser.add_argument("--json", type=Path, default=None, help="also write the figures here")
+    evaldata.add_argument(parser)
     args = parser.parse_args()
+    datasets = args.datasets.split(",")
+    unknown = [d for d in datasets if d not in evaldata.CORPORA]
+    if unknown:
+        raise SystemExit(f"unknown dataset(s) {', '.join(unknown)}; known: {', '.join(evaldata.CORPORA)}")
+    data_dir = evaldata.resolve(args.data, datasets)
     configs = {c: CONFIGS[c] for c in args.configs.split(",")}
     embedder = Embedder()
     embedder.ready()
     print(f"model: {embedder.origin} sha256 {embedder.model_sha256}; defaults: {DEFAULT}", file=sys.stderr)
     report: dict[str, Any] = {}
-    for dataset in args.datasets.split(","):
+    for dataset in datasets:
         started = time.perf_counter()
         if dataset == "locomo":
             convs = {"dev": DEV, "test": TEST, "all": DEV + TEST}[args.split]
-            results = run("locomo", locomo(convs), embedder, configs, recall_metrics, 100, args.workdir, args.cache)
+            results = run("locomo", locomo(data_dir, convs), embedder, configs, recall_metrics, 100, args.workdir, args.cache)
             title = f"LoCoMo {args.split} split ({', '.join(convs)}), categories 1-4"
         elif dataset == "scifact":
-            results = run("scifact", scifact(), embedder, configs, ndcg_at_10, 10, args.workdir, args.cache)
+            results = run("scifact", scifact(data_dir), embedder, configs, ndcg_at_10, 10, args.workdir, args.cache)
             title = "SciFact test (300 claims, 339 qrels)"
         elif dataset == "cranfield":
-            results = run("cranfield", cranfield(), embedder, configs, ndcg_at_10, 10, args.workdir, args.cache)
+            results = run("cranfield", cranfield(data_dir), embedder, configs, ndcg_at_10, 10, args.workdir, args.cache)
             title = "Cranfield (225 queries, graded qrels)"
         else:
             raise SystemExit(f"unknown dataset {dataset!r}")

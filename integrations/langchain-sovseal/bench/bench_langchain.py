@@ -8,10 +8,11 @@ figures measure the store, not the model. Each store starts empty in its own tem
 sovseal does more per document than its peers: it canonicalizes, seals (AES-256-GCM), chains the record
 into the lineage and fsyncs before ``add_documents`` returns; the peers do not fsync.
 
-Run (peers are optional; a missing one is reported and skipped)::
+Run (the peers are the package's ``bench`` extra; a missing one is reported and skipped; LoCoMo is
+read from ``--data DIR``, default ``$SOVSEAL_EVALDATA``, see the repository's ``bench/evaldata.py``)::
 
-    pip install langchain-chroma langchain-community lancedb
-    python integrations/langchain-sovseal/bench/bench_langchain.py [--docs 2000] [--queries 200] [--json PATH]
+    pip install -e "integrations/langchain-sovseal[bench]"
+    python integrations/langchain-sovseal/bench/bench_langchain.py --data DIR [--docs 2000] [--queries 200] [--json PATH]
 
 Prints medians and ratios; never part of the test suite's pass/fail.
 """
@@ -25,6 +26,7 @@ import json
 import os
 import shutil
 import statistics
+import sys
 import tempfile
 import time
 from collections.abc import Callable
@@ -34,11 +36,13 @@ from typing import Any
 from langchain_core.documents import Document
 
 ROOT = Path(__file__).resolve().parents[3]
-LOCOMO = ROOT.parent / "shared" / "evaldata" / "locomo" / "locomo10.json"
+sys.path.insert(0, str(ROOT / "bench"))  # the repository's benchmark helpers
+
+import evaldata  # noqa: E402
 
 
-def locomo(n_docs: int, n_queries: int) -> tuple[list[Document], list[str]]:
-    data = json.loads(LOCOMO.read_text())
+def locomo(data_dir: Path, n_docs: int, n_queries: int) -> tuple[list[Document], list[str]]:
+    data = json.loads((data_dir / "locomo" / "locomo10.json").read_text())
     docs: list[Document] = []
     questions: list[str] = []
     for sample in data:
@@ -127,11 +131,13 @@ def main() -> None:
     parser.add_argument("--k", type=int, default=5)
     parser.add_argument("--stores", default=",".join(STORES))
     parser.add_argument("--json", type=Path, default=None, help="also write the figures (and the search samples) here")
+    evaldata.add_argument(parser)
     args = parser.parse_args()
+    data_dir = evaldata.resolve(args.data, ["locomo"])
 
     from langchain_sovseal import SovsealEmbeddings
 
-    docs, queries = locomo(args.docs, args.queries)
+    docs, queries = locomo(data_dir, args.docs, args.queries)
     embeddings = SovsealEmbeddings()
     embeddings.ready()
     for q in queries:  # every store then finds its query vectors in the embedder's cache (256 entries)

@@ -1,6 +1,7 @@
 """LlamaIndex: index build and retrieval latency, SovsealVectorStore vs LanceDBVectorStore.
 
-Both get the same LoCoMo turns (``../shared/evaldata/locomo``, the first N across the ten
+Both get the same LoCoMo turns (from ``--data DIR``, default ``$SOVSEAL_EVALDATA``: see the
+repository's ``bench/evaldata.py``; the first N across the ten
 conversations, one ``TextNode`` per turn, text ``"{speaker}: {text}"``) and the same embedder:
 ``SovsealEmbedding`` (all-MiniLM-L6-v2 on onnxruntime), one instance per system so neither profits
 from the other's query cache.
@@ -16,12 +17,11 @@ Retrieval: ``index.as_retriever(similarity_top_k=10).retrieve(question)`` per Lo
 the loaded conversations (distinct queries, each embedded inside the timed call); p50 and p95.
 hit@10: the share of questions with at least one evidence turn in the 10 results.
 
-The peer goes in a separate environment, never in sovseal's dependencies:
+The peer is the package's ``bench`` extra, never in its dependencies (tested:
+llama-index-vector-stores-lancedb 0.6.0, pylance 14.0.2):
 
-    python -m venv --system-site-packages /tmp/li-bench-env
-    /tmp/li-bench-env/bin/pip install llama-index-vector-stores-lancedb   # tested: 0.6.0 (pylance 14.0.2)
-
-Run: /tmp/li-bench-env/bin/python integrations/llama-index-sovseal/bench/bench_llama_index.py [--turns 2000] [--queries 200] [--json PATH]
+    pip install -e "integrations/llama-index-sovseal[bench]"
+    python integrations/llama-index-sovseal/bench/bench_llama_index.py --data DIR [--turns 2000] [--queries 200] [--json PATH]
 """
 
 from __future__ import annotations
@@ -31,18 +31,22 @@ import json
 import os
 import re
 import statistics
+import sys
 import tempfile
 import time
 from pathlib import Path
 from typing import Any
 
-EVALDATA = Path(__file__).resolve().parents[3] / ".." / "shared" / "evaldata"
+ROOT = Path(__file__).resolve().parents[3]
+sys.path.insert(0, str(ROOT / "bench"))  # the repository's benchmark helpers
+
+import evaldata  # noqa: E402
 
 
-def locomo_turns(limit: int) -> tuple[list[Any], list[dict[str, Any]]]:
+def locomo_turns(data_dir: Path, limit: int) -> tuple[list[Any], list[dict[str, Any]]]:
     from llama_index.core.schema import TextNode
 
-    data = json.loads((EVALDATA / "locomo" / "locomo10.json").read_text())
+    data = json.loads((data_dir / "locomo" / "locomo10.json").read_text())
     nodes, queries = [], []
     for sample in data:
         conv = sample["conversation"]
@@ -109,9 +113,11 @@ def main() -> None:
     parser.add_argument("--batch", type=int, default=64, help="embed_batch_size of both")
     parser.add_argument("--dir", default=None, help="where the stores go (default: a temporary directory)")
     parser.add_argument("--json", type=Path, default=None, help="also write the figures (and the retrieval samples) here")
+    evaldata.add_argument(parser)
     args = parser.parse_args()
+    data_dir = evaldata.resolve(args.data, ["locomo"])
 
-    nodes, queries = locomo_turns(args.turns)
+    nodes, queries = locomo_turns(data_dir, args.turns)
     queries = queries[: args.queries]
     root = Path(args.dir or tempfile.mkdtemp(prefix="bench-llama-index-"))
     print(f"{len(nodes)} LoCoMo turns, {len(queries)} questions, stores in {root}")
