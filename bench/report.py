@@ -16,6 +16,7 @@ import json
 import math
 import re
 import statistics
+import sys
 from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any
@@ -27,6 +28,10 @@ import matplotlib.pyplot as plt  # noqa: E402 (after the backend is chosen)
 from matplotlib.ticker import FuncFormatter, LogLocator, NullFormatter  # noqa: E402
 
 ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT / "bench"))
+
+import evaldata  # noqa: E402 (bench/ is not a package)
+import run_all  # noqa: E402
 TEMPLATE = Path(__file__).with_name("report_template.md")
 FUSIONS = ["dense", "bm25", "rrf60", "weighted", "ungated", "sovseal"]
 PNG_METADATA = {"Software": None}  # no matplotlib version in the file: regenerating changes only what changed
@@ -58,11 +63,12 @@ def provenance(run: dict[str, Any]) -> str:
     m = run["machine"]
     date = run["started"].replace("T", " ").replace("+00:00", " UTC")
     load = f"{run['load_start'][0]:.2f} → {run['load_end'][0]:.2f}"
-    env = " (peer environment)" if run.get("peer_environment") else ""
+    packages = run.get("packages")  # recorded since the bench extras: Python and package versions
+    env = f" Python {run['python']}, " + ", ".join(f"{k} {v}" for k, v in packages.items()) + "." if packages else ""
     quick = " **Quick sizes (`--quick`): a smoke run, not comparable with the targets.**" if run.get("quick") else ""
     return (
         f"*Latest run: {date}, {m['cores']} cores ({m['cpu']}), {m['ram_gib']} GiB RAM, 1-min load average "
-        f"{load} (start → end), {run['seconds']:.0f} s.* `{run['command']}`{env}.{quick}"
+        f"{load} (start → end), {run['seconds']:.0f} s.* `{run['command']}`.{env}{quick}"
     )
 
 
@@ -505,6 +511,30 @@ SECTIONS: dict[str, Callable[[dict[str, Any], Path], str]] = {
 }
 
 
+def corpora() -> str:
+    """The files ``--data DIR`` holds and the lines that fetch them, from bench/evaldata.py."""
+    rows = [
+        [f"`{file.path}`", corpus.what, corpus.licence, f"`{file.sha256[:16]}…`"]
+        for corpus in evaldata.CORPORA.values()
+        for file in corpus.files
+    ]
+    fetch = ['DIR="$HOME/sovseal-evaldata"   # any folder outside the clone']
+    fetch += [f'curl -fL --create-dirs -o "$DIR/{f.path}" {f.url}' for c in evaldata.CORPORA.values() for f in c.files]
+    fetch += [f'export {evaldata.ENV}="$DIR"   # or pass --data "$DIR" to each command']
+    return table(["file under DIR", "corpus", "licence", "SHA-256"], rows) + "\n\n```bash\n" + "\n".join(fetch) + "\n```"
+
+
+def commands() -> str:
+    """What ``bench/run_all.py`` runs for each result file, from its job list."""
+    rows = []
+    for job in run_all.JOBS:
+        extra = " --database URL" if job.needs == "postgres" else ""
+        reads = ", ".join(job.data) if job.data else "—"
+        note = " (with `--postgres URL`)" if job.needs == "postgres" else ""
+        rows.append([f"`{job.name}`{note}", f"`python {job.script} {' '.join(job.full)}{extra}`", reads])
+    return table(["result file (`--only` name)", "command", "corpora (`--data`)"], rows)
+
+
 def runs_table(runs: dict[str, Any]) -> str:
     if not runs:
         return "*No result files yet: run `python bench/run_all.py`.*"
@@ -546,6 +576,8 @@ def render(results: Path, out: Path, img: Path) -> str:
     """Write the page (and its images) from the result files in ``results``; returns the markdown."""
     runs = load_runs(results)
     text = TEMPLATE.read_text()
+    text = text.replace("{{corpora}}", corpora())
+    text = text.replace("{{commands}}", commands())
     text = text.replace("{{runs}}", runs_table(runs))
     text = text.replace("{{throughput}}", throughput_plot(runs, img))
     for name, make in SECTIONS.items():
