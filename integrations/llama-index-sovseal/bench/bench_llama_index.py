@@ -30,6 +30,7 @@ import argparse
 import json
 import os
 import re
+import shutil
 import statistics
 import sys
 import tempfile
@@ -111,7 +112,7 @@ def main() -> None:
     parser.add_argument("--turns", type=int, default=2000)
     parser.add_argument("--queries", type=int, default=200)
     parser.add_argument("--batch", type=int, default=64, help="embed_batch_size of both")
-    parser.add_argument("--dir", default=None, help="where the stores go (default: a temporary directory)")
+    parser.add_argument("--dir", default=None, help="where the stores go (default: a temporary directory, removed at the end)")
     parser.add_argument("--json", type=Path, default=None, help="also write the figures (and the retrieval samples) here")
     evaldata.add_argument(parser)
     args = parser.parse_args()
@@ -137,9 +138,13 @@ def main() -> None:
     import lancedb  # noqa: F401
 
     results = {}
-    for name, make in (("lancedb", lance_store), ("sovseal", sovseal_store)):
-        results[name] = run(name, make, nodes, queries, args.batch)
-        print(name, {k: round(v, 3) for k, v in results[name].items() if k != "samples_ms"}, flush=True)
+    try:
+        for name, make in (("lancedb", lance_store), ("sovseal", sovseal_store)):
+            results[name] = run(name, make, nodes, queries, args.batch)
+            print(name, {k: round(v, 3) for k, v in results[name].items() if k != "samples_ms"}, flush=True)
+    finally:
+        if args.dir is None:
+            shutil.rmtree(root, ignore_errors=True)
 
     s, l = results["sovseal"], results["lancedb"]
     print()
