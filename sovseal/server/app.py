@@ -140,7 +140,9 @@ def create_app(storage: Storage, limits: Limits | None = None) -> Starlette:
             body = await receive_body(request, keep=length <= limits.max_body)
         except _TooLarge:
             return too_large()
-        except TimeoutError:
+        except TimeoutError:  # a body known to be too large gets its real answer: 408 would be retried as is
+            if length > limits.max_body:
+                return too_large()
             return _error(408, "timeout", f"the body must arrive within {limits.body_timeout:g} s", close=True)
         except _ClientGone:
             log.debug("a client disconnected before sending its whole push body")

@@ -373,6 +373,22 @@ def test_a_slow_push_body_gets_408_and_changes_nothing(fast: ServerThread) -> No
     assert state(fast.storage) == before
 
 
+def test_a_slow_body_declared_too_large_gets_413_not_408(sqlite_database: str) -> None:
+    """408 is retried as is by the client; a body that can never fit must be told so (413: quarantined)."""
+    with ServerThread(sqlite_database, limits=Limits(max_body=1000, body_timeout=1.0)) as srv:
+        client = Client(srv)
+        with socket.create_connection(address(srv)) as slow:
+            slow.sendall(
+                f"POST {PUSH_PATH} HTTP/1.1\r\nHost: x\r\nAuthorization: Bearer {client.api}\r\n{PROJECT_HEADER}: {PROJECT}\r\n"
+                f"Content-Length: 3000\r\n\r\n{'x' * 100}".encode()
+            )
+            slow.settimeout(5)
+            reply = b""
+            while chunk := slow.recv(65536):  # until the server closes the connection
+                reply += chunk
+    assert reply.startswith(b"HTTP/1.1 413") and reply.endswith(b"}") and b'"too_large"' in reply, reply[:300]
+
+
 def test_a_body_the_server_does_not_read_cannot_hold_the_connection(fast: ServerThread) -> None:
     with socket.create_connection(address(fast)) as slow:
         slow.sendall(f"GET {HEALTH_PATH} HTTP/1.1\r\nHost: x\r\nContent-Length: 100000\r\n\r\n".encode())
