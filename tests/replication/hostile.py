@@ -14,18 +14,20 @@ Behaviours: :class:`Forward` (honest), :class:`HugePage`, :class:`EndlessOrphans
 type, compressed), and the wrappers :class:`Drip` and :class:`Slow` to combine with any of them.
 
 ``python -m tests.replication.hostile measure-pull …`` pulls once in a fresh process and prints
-its peak RSS above the baseline (see :func:`measure_pull`); the memory tests and
-docs/reliability.md's "A hostile server" use it.
+its peak RSS above the baseline (see :func:`measure_pull`), and ``… serve huge-page`` runs a
+named behaviour by hand: the memory tests and docs/reliability.md's "A hostile server" use them.
 """
 
 from __future__ import annotations
 
 import base64
+import functools
 import http.server
 import json
 import os
 import re
 import sys
+import tempfile
 import threading
 import time
 from collections.abc import Callable, Iterable, Iterator
@@ -41,7 +43,6 @@ from sovseal import Sovseal
 from sovseal.crypto import project_blind_id
 from sovseal.replication import PullResult, ReplicationConfig
 from sovseal.server import ServerThread
-from sovseal.wire import WireItem
 from tests.replication.conftest import open_mem
 from tests.replication.helpers import history, snapshot_of
 
@@ -87,10 +88,29 @@ def page_json(records: list[bytes], last: int, more: bool, cursor: int) -> list[
     return [b'{"records":[', b",".join(records), f'],"cursor":{end},"last":{last},"more":{str(more).lower()},"held":0}}'.encode()]
 
 
+@functools.cache
+def record_template() -> dict[str, Any]:
+    """A real record as the store puts it on the wire, in whatever format this version writes."""
+    from tests.fakes import fake_embed
+
+    with tempfile.TemporaryDirectory() as scratch, Sovseal(scratch, key=os.urandom(32), embedder=fake_embed) as mem:
+        mem.store("hostile.template", "x")
+        return next(item.to_json() for item in mem.export_items() if item.kind == "record")
+
+
+def _fresh_ids(value: Any) -> Any:
+    """``value`` with every hex id in it (a string of 32 or 64 hex digits, alone or in a list) replaced by a random one."""
+    if isinstance(value, list):
+        return [_fresh_ids(v) for v in value]
+    if isinstance(value, str) and len(value) in (32, 64) and all(c in "0123456789abcdef" for c in value):
+        return os.urandom(len(value) // 2).hex()
+    return value
+
+
 def orphan(seq: int, sealed_b64: str) -> bytes:
-    """A well-formed record whose parent and branch no device has: it can only ever wait."""
-    item = WireItem("record", os.urandom(32).hex(), os.urandom(32).hex(), os.urandom(16).hex(), os.urandom(32).hex(), b"", time.time())
-    return json.dumps({"seq": seq, **item.to_json(), "sealed": sealed_b64}).encode()
+    """A well-formed record whose ids, parents and branch are all new: no device has its parent, so it can only wait."""
+    fields = {name: _fresh_ids(value) for name, value in record_template().items()}
+    return json.dumps({"seq": seq, **fields, "sealed": sealed_b64}).encode()
 
 
 class Forward(Behaviour):
@@ -120,6 +140,7 @@ class HugePage(Behaviour):
     def __init__(self, size: int, *, declare_length: bool = False) -> None:
         self.size = size
         self.declare_length = declare_length
+        record_template()  # made now, not inside the first answer
         self._sealed = base64.b64encode(b"\0" * (MiB * 3 // 4)).decode()
 
     def pull(self, request: Request) -> Reply:
@@ -141,6 +162,7 @@ class EndlessOrphans(Behaviour):
     def __init__(self, sealed_size: int = 200, per_page: int | None = None) -> None:
         self._sealed = base64.b64encode(os.urandom(sealed_size)).decode()
         self.per_page = per_page
+        record_template()  # made now, not inside the first answer
         self.pages = 0
 
     def pull(self, request: Request) -> Reply:
@@ -410,8 +432,25 @@ def measure_pull(store: str, key_hex: str, endpoint: str, api_key: str, config: 
     return {**outcome, "seconds": round(elapsed, 2), "baseline": baseline, "peak_above_baseline": peak - baseline}
 
 
+#: What ``serve`` can run by hand, by name (the figures in docs/reliability.md, "A hostile server").
+BY_NAME: dict[str, Callable[[], Behaviour]] = {
+    "huge-page": lambda: HugePage(int(1.5 * 1024 * MiB)),
+    "orphans": lambda: EndlessOrphans(),
+    "fat-orphans": lambda: EndlessOrphans(sealed_size=60_000),
+    "drip": lambda: Drip(Fixed(b'{"records":[],"cursor":0,"last":0,"more":false,"held":0}'), 3.0),
+}
+
+USAGE = f"""usage:
+  python -m tests.replication.hostile serve {{{"|".join(BY_NAME)}}}      # prints its URL, serves until killed
+  python -m tests.replication.hostile measure-pull STORE KEY_HEX ENDPOINT API_KEY CONFIG_JSON"""
+
 if __name__ == "__main__":
-    if sys.argv[1:2] != ["measure-pull"] or len(sys.argv) != 7:
-        sys.exit("usage: python -m tests.replication.hostile measure-pull STORE KEY_HEX ENDPOINT API_KEY CONFIG_JSON")
-    store, key_hex, endpoint, api_key, config = sys.argv[2:]
-    print(json.dumps(measure_pull(store, key_hex, endpoint, api_key, json.loads(config))))
+    if sys.argv[1:2] == ["serve"] and len(sys.argv) == 3 and sys.argv[2] in BY_NAME:
+        with HostileServer(BY_NAME[sys.argv[2]]()) as harness:
+            print(harness.url, flush=True)
+            threading.Event().wait()
+    elif sys.argv[1:2] == ["measure-pull"] and len(sys.argv) == 7:
+        store, key_hex, endpoint, api_key, config = sys.argv[2:]
+        print(json.dumps(measure_pull(store, key_hex, endpoint, api_key, json.loads(config))))
+    else:
+        sys.exit(USAGE)
