@@ -8,6 +8,7 @@ is written, so bad input raises a typed error and leaves the store as it was.
 from __future__ import annotations
 
 import asyncio
+import itertools
 import os
 import threading
 from collections import defaultdict
@@ -20,7 +21,7 @@ from .errors import IntegrityError, InvalidInputError, StoreClosedError
 from .frames import Op
 from .keys import coerce_key, load_master_key
 from .paths import store_dir, store_exists
-from .models import LogEntry, Memory, Status, StoreResult, VerifyReport
+from .models import Conflict, LogEntry, Memory, Status, StoreResult, VerifyReport, Version
 from .replication import DEFAULT_MAX_OUTBOX_BYTES, ReplicatedStatus, ReplicationConfig
 from .replication import start as start_replication
 from .store import DEFAULT_BRANCH, Appended, LocalStore, Opened
@@ -36,7 +37,7 @@ if TYPE_CHECKING:  # numpy, the index (pyarrow, LanceDB) and recall load on firs
     from .replication.worker import Replicator
 
 EmbedFn = Callable[[Sequence[str]], Any]
-EVENTS = ("replication-error", "replicated")
+EVENTS = ("replication-error", "replicated", "conflict")
 #: The most memories one recall returns.
 MAX_RECALL_K = 1000
 
@@ -486,11 +487,14 @@ class Sovseal:
         return {e.path: e.payload for e in sorted(opened, key=lambda e: e.path)}
 
     def log(self, *, limit: int | None = None) -> list[LogEntry]:
-        """The snapshots from HEAD back to genesis, newest first."""
+        """The snapshots from HEAD back to genesis, newest first by (clock, wire id).
+
+        With several heads (a pull brought concurrent writes) it holds everything every head
+        holds; the order is the same on every device with the same snapshots."""
         self._check_open()
         out: list[LogEntry] = []
         with self._store.reading() as lineage:
-            for node in lineage.chain(self._store.branch(self.branch).head)[:limit]:
+            for node in itertools.islice(lineage.history(self._store.branch(self.branch).heads.values()), limit):
                 opened = self._store.open(node.idx)
                 out.append(
                     LogEntry(
@@ -657,6 +661,10 @@ class Sovseal:
             visible = {idx for branch in lineage.branches.values() for idx in lineage.view(branch).values()}
         if visible:
             self._index_missing(self._vector_index(), visible)
+        if self._shared.listeners["conflict"]:
+            for name in self.branches():
+                for conflict in self.conflicts(branch=name):
+                    self._emit("conflict", conflict)
         return result
 
     def status(self) -> Status:
@@ -683,7 +691,37 @@ class Sovseal:
                 damage=[f"journal byte {d.offset}: {d.reason}" for d in lineage.damage],
                 index_pending=0 if index is None else index.pending_count(),
                 index_error=None if index is None else index.last_error,
+                heads={name: self._heads(name) for name in self._store.branch_names()},
             )
+
+    def _heads(self, name: str) -> list[str | None]:
+        """A branch's heads' snapshot ids, newest first (the caller holds the store's lock)."""
+        try:
+            branch = self._store.branch(name)
+        except IntegrityError:
+            return []
+        targets = sorted(branch.heads.values(), key=self._store.order, reverse=True)
+        return [self._store.sid_of(t) if t >= 0 else None for t in targets]
+
+    def conflicts(self, *, branch: str | None = None) -> list[Conflict]:
+        """Paths written concurrently on this branch (or ``branch``) that its heads disagree on.
+
+        Each lists every competing write and the one the branch shows (the same on every device).
+        Empty once the branch has one head again: a local write after a pull merges the heads.
+        """
+        self._check_open()
+        name = branch or self.branch
+        out: list[Conflict] = []
+        with self._store.reading() as lineage:
+            found = lineage.conflicts(self._store.branch(name))
+            for writes in found.values():
+                opened = [self._store.open(idx) for idx in writes]
+                versions = [
+                    Version(o.snapshot_id, None if o.entry.op == "delete" else o.entry.payload, o.entry.op == "delete", _dt(o.node.created_at))
+                    for o in opened
+                ]
+                out.append(Conflict(name, opened[0].entry.path, versions, versions[0].snapshot_id))
+        return sorted(out, key=lambda c: c.path)
 
 
 class AsyncSovseal:

@@ -6,9 +6,11 @@ no key and no plaintext; the store decides what the frames mean, this module rem
 
 from __future__ import annotations
 
+import heapq
+from collections.abc import Iterable, Iterator
 from dataclasses import dataclass, field
 
-from .frames import NO_ID, AckFrame, BranchFrame, BranchReason, Frame, Op, RecordFrame, ReinforceFrame
+from .frames import NO_ID, AckFrame, BranchFrame, Frame, Op, RecordFrame, ReinforceFrame
 
 
 @dataclass(slots=True)
@@ -17,16 +19,17 @@ class Node:
 
     idx: int
     wire_id: bytes
-    parent: int  # index of the parent node, -1 for a genesis snapshot
+    parent: int  # index of the first parent node, -1 for a genesis snapshot
     branch_id: bytes
     path_hash: bytes
     op: Op
     hlc: int  # the frame's clock, microseconds (frames.UNKNOWN_HLC: a format-2 time that was not plausible)
     offset: int  # where its frame starts in the journal
     size: int  # bytes of its frame: what the outbox holds for it
-    seq: int  # position on the branch it was appended to, 1-based
+    seq: int  # 1 + the largest seq of its parents on the same branch (0 if none): the same on every device
     sealed_sid: bytes
     authentic: bool
+    more_parents: tuple[int, ...] = ()  # a merge's parents after the first (shared empty tuple otherwise)
     reinforce_count: int = 0
     last_reinforced: float | None = None
 
@@ -34,16 +37,41 @@ class Node:
     def created_at(self) -> float:
         return self.hlc / 1e6
 
+    @property
+    def parents(self) -> tuple[int, ...]:
+        """Every parent node (a merge has several), in the frame's order."""
+        return () if self.parent < 0 else (self.parent, *self.more_parents)
+
 
 @dataclass(slots=True)
 class Branch:
+    """A named branch: the frames that moved it, and which of them are its heads.
+
+    Every record and branch event on the branch is an *item* (its wire id or event id) with a
+    target node (-1: none); an item that another names in *after* is superseded. The heads are the
+    items nothing supersedes, less any whose target the target of another head descends from or
+    equals (it adds nothing to the state). Both are functions of the set of frames, not of the
+    order they arrived in, so devices holding the same frames agree (docs/design.md).
+    """
+
     branch_id: bytes
     created_by: BranchFrame  # its sealed event holds the branch's name
-    head: int  # -1: no snapshot yet
-    head_item: bytes = NO_ID  # the frame that set HEAD: a record's wire id or a branch event's id
-    appended: int = 0  # snapshots appended on this branch: the next seq is appended + 1
+    head: int = -1  # the primary head's target: the newest by (clock, wire id); -1 with none
+    live: dict[bytes, int] = field(default_factory=dict)  # items nothing supersedes (yet) -> target node
+    waiting: set[bytes] = field(default_factory=set)  # ids named in *after* that have not arrived
+    heads: dict[bytes, int] = field(default_factory=dict)  # head item id -> target node
     authentic: bool = True
     _view: dict[bytes, int] | None = None  # path_hash -> node idx of the visible record
+
+    @property
+    def replaceable(self) -> tuple[bytes, ...]:
+        """What the branch's next frame replaces: every item nothing supersedes yet, sorted."""
+        return tuple(sorted(self.live))
+
+    @property
+    def merged(self) -> bool:
+        """True when the branch has at most one head (nothing waiting to be merged)."""
+        return len(self.heads) <= 1
 
 
 _KIND_NAMES = {BranchFrame: "branch", ReinforceFrame: "reinforcement", AckFrame: "ack"}
@@ -145,37 +173,37 @@ class Lineage:
         if frame.wire_id in self.by_wire:
             self.damage.append(Damage(offset, "a record frame repeats an existing snapshot"))
             return
-        parent = -1
-        if frame.parent_wire_id != NO_ID:
-            found = self.by_wire.get(frame.parent_wire_id)
+        parents: list[int] = []
+        for wire in frame.parents:
+            found = self.by_wire.get(wire)
             if found is None:
                 self.unattributed(offset, "a record frame names a parent that does not exist")
                 return
-            parent = found
+            parents.append(found)
         branch = self.branches.get(frame.branch_id)
         if branch is None:
             self.unattributed(offset, "a record frame names a branch that does not exist")
             return
-        branch.appended += 1
+        same_branch = [self.nodes[p].seq for p in parents if self.nodes[p].branch_id == frame.branch_id]
         node = Node(
             idx=len(self.nodes),
             wire_id=frame.wire_id,
-            parent=parent,
+            parent=parents[0] if parents else -1,
             branch_id=frame.branch_id,
             path_hash=frame.path_hash,
             op=frame.op,
             hlc=frame.hlc,
             offset=offset,
             size=size,
-            seq=branch.appended,
+            seq=1 + max(same_branch, default=0),
             sealed_sid=frame.sealed_sid,
             authentic=authentic,
+            more_parents=tuple(parents[1:]),
         )
         self.nodes.append(node)
         self.by_wire[frame.wire_id] = node.idx
         self._enqueue(frame.wire_id, offset, size)
-        self._move_head(branch, node.idx)
-        branch.head_item = frame.wire_id
+        self._add_item(branch, frame.wire_id, node.idx, frame.replaces)
 
     def _apply_branch(self, frame: BranchFrame, offset: int) -> None:
         head = -1
@@ -187,37 +215,109 @@ class Lineage:
             head = found
         branch = self.branches.get(frame.branch_id)
         if branch is None:
-            branch = self.branches[frame.branch_id] = Branch(frame.branch_id, frame, head, frame.event_id)
-            branch._view = {} if head == -1 else None
-        elif frame.reason is not BranchReason.CREATE:  # re-creating a branch (another device's main) moves nothing
-            self._move_head(branch, head)
-            branch.head_item = frame.event_id
+            branch = self.branches[frame.branch_id] = Branch(frame.branch_id, frame)
+        self._add_item(branch, frame.event_id, head, frame.after)
 
-    def _move_head(self, branch: Branch, idx: int) -> None:
-        if idx == branch.head:
+    def _add_item(self, branch: Branch, item: bytes, target: int, replaces: tuple[bytes, ...]) -> None:
+        """One more frame on ``branch``: update its heads, keeping its view when it can follow."""
+        for old in replaces:
+            if branch.live.pop(old, None) is None and old not in self.by_wire and old not in self.events:
+                branch.waiting.add(old)  # superseded before it arrived: it never becomes a head
+        if item in branch.waiting:
+            branch.waiting.discard(item)
+        else:
+            branch.live[item] = target
+        before = branch.heads
+        heads = self._undominated(branch.live)
+        if heads == before:
             return
+        branch.heads = heads
+        previous = next(iter(before.values())) if len(before) == 1 else None
+        node = self.nodes[target] if target >= 0 else None
         view = branch._view
-        node = self.nodes[idx] if idx >= 0 else None
-        if view is not None and node is not None and node.parent == branch.head:
+        if view is not None and heads == {item: target} and node is not None and previous is not None and node.parents == ((previous,) if previous >= 0 else ()):
+            # A record on the only head: the view gains its write (its clock is the newest).
             if node.op is Op.DELETE and node.authentic:
                 view.pop(node.path_hash, None)
             else:
-                view[node.path_hash] = idx
+                view[node.path_hash] = target
         else:
-            branch._view = None  # recomputed on demand by view()
-        branch.head = idx
+            branch._view = {} if all(t < 0 for t in heads.values()) else None
+        branch.head = max(heads.values(), key=self.order, default=-1)
 
-    def chain(self, idx: int) -> list[Node]:
-        """The snapshots from ``idx`` back to its genesis, newest first."""
-        out: list[Node] = []
-        while idx >= 0:
-            node = self.nodes[idx]
-            out.append(node)
-            idx = node.parent
+    def order(self, idx: int) -> tuple[int, bytes]:
+        """Newest first by this: (clock, wire id). -1 (no snapshot) sorts before everything."""
+        if idx < 0:
+            return (-1, b"")
+        node = self.nodes[idx]
+        return (node.hlc, node.wire_id)
+
+    def _undominated(self, live: dict[bytes, int]) -> dict[bytes, int]:
+        """``live`` less the items whose target adds nothing: none, or an ancestor of (or equal to)
+        the target of an item that stays. Ties between equal targets keep the greatest id."""
+        targets = sorted({t for t in live.values() if t >= 0}, key=self.order, reverse=True)
+        kept: list[int] = []
+        for target in targets:
+            if not any(self.descends(other, target) for other in kept):
+                kept.append(target)
+        if not kept:  # only empty heads (a branch created and not written yet): keep one, the greatest id
+            if not live:
+                return {}
+            item = max(live)
+            return {item: live[item]}
+        out: dict[bytes, int] = {}
+        for target in kept:
+            item = max(i for i, t in live.items() if t == target)
+            out[item] = target
         return out
 
+    def descends(self, node: int, ancestor: int) -> bool:
+        """Is ``ancestor`` reachable from ``node`` by parents (or the same node)?
+
+        Clocks rise along every parent link, so the walk never goes below the ancestor's clock.
+        """
+        if node == ancestor:
+            return True
+        floor = self.nodes[ancestor].hlc
+        stack, seen = [node], {node}
+        while stack:
+            for parent in self.nodes[stack.pop()].parents:
+                if parent == ancestor:
+                    return True
+                if parent not in seen and self.nodes[parent].hlc >= floor:
+                    seen.add(parent)
+                    stack.append(parent)
+        return False
+
+    def history(self, targets: Iterable[int]) -> Iterator[Node]:
+        """Every snapshot reachable from ``targets``, newest first by (clock, wire id).
+
+        Parents always come after their children (clocks rise along parent links), and the order
+        is the same on every device that holds the same snapshots.
+        """
+        heap = [(-self.nodes[t].hlc, _neg(self.nodes[t].wire_id), t) for t in set(targets) if t >= 0]
+        heapq.heapify(heap)
+        seen = {t for _, _, t in heap}
+        while heap:
+            _, _, idx = heapq.heappop(heap)
+            node = self.nodes[idx]
+            yield node
+            for parent in node.parents:
+                if parent not in seen:
+                    seen.add(parent)
+                    other = self.nodes[parent]
+                    heapq.heappush(heap, (-other.hlc, _neg(other.wire_id), parent))
+
+    def chain(self, idx: int) -> list[Node]:
+        """The snapshots reachable from ``idx``, newest first (see :meth:`history`)."""
+        return list(self.history([idx]))
+
     def view(self, branch: Branch) -> dict[bytes, int]:
-        """path_hash -> index of the record visible at the branch's HEAD (tombstones removed).
+        """path_hash -> index of the record visible on the branch (tombstones removed).
+
+        With several heads this is their merge: per path, the write with the newest (clock,
+        wire id) among everything the heads hold. Clocks rise along parent links, so that is the
+        write no other descends from, and among concurrent writes the later one by the rule.
 
         A damaged frame stays visible whatever its op says (its op may be what was altered), so
         reading its path fails closed instead of showing the path as deleted.
@@ -225,7 +325,7 @@ class Lineage:
         if branch._view is None:
             seen: set[bytes] = set()
             view: dict[bytes, int] = {}
-            for node in self.chain(branch.head):
+            for node in self.history(branch.heads.values()):
                 if node.path_hash in seen:
                     continue
                 seen.add(node.path_hash)
@@ -234,3 +334,33 @@ class Lineage:
             branch._view = view
         return branch._view
 
+    def conflicts(self, branch: Branch) -> dict[bytes, list[int]]:
+        """path_hash -> the competing writes (newest first) of every path the branch's heads disagree on.
+
+        A path conflicts when two heads see different last writes of it and neither write descends
+        from the other: concurrent writes that the next local write will merge.
+        """
+        if len(branch.heads) < 2:
+            return {}
+        per_head = [self.view_of(target) for target in branch.heads.values()]
+        out: dict[bytes, list[int]] = {}
+        for path in set().union(*per_head):
+            writes = {v[path] for v in per_head if path in v}
+            if len(writes) < 2:
+                continue
+            competing = [w for w in writes if not any(o != w and self.descends(o, w) for o in writes)]
+            if len(competing) > 1:
+                out[path] = sorted(competing, key=self.order, reverse=True)
+        return out
+
+    def view_of(self, target: int) -> dict[bytes, int]:
+        """path_hash -> the last write (tombstones included) of every path reachable from ``target``."""
+        out: dict[bytes, int] = {}
+        for node in self.history([target]):
+            out.setdefault(node.path_hash, node.idx)
+        return out
+
+
+def _neg(wire: bytes) -> bytes:
+    """A key that sorts ``wire`` ids in reverse in a min-heap."""
+    return bytes(255 - b for b in wire)

@@ -39,6 +39,31 @@ class LogEntry:
 
 
 @dataclass(frozen=True, slots=True)
+class Version:
+    """One competing write of a conflicting path: its snapshot, its value (None: a delete), its time."""
+
+    snapshot_id: str
+    payload: Any
+    deleted: bool
+    created_at: datetime
+
+
+@dataclass(frozen=True, slots=True)
+class Conflict:
+    """A path written concurrently on one branch (on two devices, before either saw the other).
+
+    ``versions`` are every competing write, newest first; ``chosen`` is the one the branch shows:
+    the newest by (clock, wire id), on every device alike (docs/design.md). The next write on the
+    branch merges its heads and the conflict is resolved as shown; write the path to choose another.
+    """
+
+    branch: str
+    path: str
+    versions: list[Version]
+    chosen: str
+
+
+@dataclass(frozen=True, slots=True)
 class VerifyReport:
     ok: bool
     records: int  # records opened and re-derived
@@ -66,3 +91,6 @@ class Status:
     damage: list[str]  # frames that failed authentication (run verify())
     index_pending: int
     index_error: str | None
+    #: Per branch: its heads' snapshot ids, newest first. One head: merged; several: a pull brought
+    #: in concurrent writes that the next local write on that branch merges (see conflicts()).
+    heads: dict[str, list[str | None]] = field(default_factory=dict)

@@ -71,6 +71,15 @@ def _read_only_volume(directory: Path) -> bool:
         return False
 
 
+def parent_ids(sids: Iterable[str]) -> str:
+    """The parent part of a snapshot id's hash input: the parents' ids, sorted, joined by ",".
+
+    One parent gives its id unchanged (so every id of journal format 2 stays what it was); a
+    genesis snapshot gives "".
+    """
+    return ",".join(sorted(sids))
+
+
 def _untagged(frame: fr.Frame) -> fr.Frame:
     """A frame without its head tag (a place-bound MAC that differs between two journals)."""
     return dataclasses.replace(frame, head_tag=bytes(fr.TAG_LEN)) if isinstance(frame, fr.RecordFrame) else frame
@@ -324,17 +333,19 @@ class LocalStore:
                 floor = shadow.max_hlc + 1  # no frame's time may be unknown, nor below what came before it
                 if isinstance(frame, fr.RecordFrame):
                     branch = shadow.branches.get(frame.branch_id)
-                    replaces = (branch.head_item,) if branch is not None and branch.head_item != fr.NO_ID else ()
+                    replaces = branch.replaceable if branch is not None else ()
                     explicit = replaces != frame.parents
+                    # Raised above its parents only: the same value on every device that migrates it.
+                    parents_floor = max((shadow.nodes[shadow.by_wire[p]].hlc + 1 for p in frame.parents if p in shadow.by_wire), default=fr.MIN_LEGACY_HLC)
                     frame = dataclasses.replace(
                         frame,
-                        hlc=max(frame.hlc, floor),
+                        hlc=max(frame.hlc, parents_floor),
                         flags=frame.flags | (fr.Flag.EXPLICIT_AFTER if explicit else fr.Flag.NONE),
                         after=replaces if explicit else (),
                     )
                 else:
                     branch = shadow.branches.get(frame.branch_id) if isinstance(frame, fr.BranchFrame) else None
-                    after = (branch.head_item,) if branch is not None and branch.head_item != fr.NO_ID else ()
+                    after = branch.replaceable if branch is not None else ()
                     extra = {"after": after} if isinstance(frame, fr.BranchFrame) else {}
                     frame = dataclasses.replace(frame, hlc=max(frame.hlc, floor), **extra)
             shadow.apply(frame, scanned.offset, len(scanned.body) + HEADER.size, True)
@@ -516,6 +527,10 @@ class LocalStore:
             self._sids[idx] = sid
         return sid
 
+    def order(self, idx: int) -> tuple[int, bytes]:
+        """How heads and competing writes are ordered, newest last: (clock, wire id)."""
+        return self._lineage.order(idx)
+
     def resolve(self, sid: object) -> int:
         if not isinstance(sid, str) or not sid.startswith("snap_"):
             raise InvalidInputError(f"a snapshot id looks like 'snap_<64 hex>'; got {sid!r}")
@@ -560,7 +575,7 @@ class LocalStore:
         if frame.hlc == fr.UNKNOWN_HLC:
             raise IntegrityError(f"{where} has a time that is not a plausible unix time (it came so from a server); run verify()")
         canonical = self._unseal(frame.sealed_entry, self._record_aad(frame), frame.flags)
-        parent_id = self.sid_of(node.parent) if node.parent >= 0 else None
+        parent_id = parent_ids(self.sid_of(p) for p in node.parents) or None
         sid = snapshot_id(canonical, parent_id or "")
         if self.wire_id(sid) != node.wire_id or self.sid_of(idx) != sid:
             raise IntegrityError(f"{where} does not re-derive its snapshot id; run verify()")
@@ -608,7 +623,7 @@ class LocalStore:
         """A branch event setting ``name``'s HEAD to node ``head`` (-1: none), replacing its current head."""
         branch_id = self.branch_id(name)
         branch = self._lineage.branches.get(branch_id)
-        after = (branch.head_item,) if branch is not None and branch.head_item != fr.NO_ID else ()
+        after = branch.replaceable if branch is not None else ()
         head_wire = self._lineage.nodes[head].wire_id if head >= 0 else fr.NO_ID
         frame = fr.BranchFrame(reason, self._tick(), branch_id, head_wire, b"", after=after)
         event = {"branch": name, "head": self.sid_of(head) if head >= 0 else None, "reason": reason.name.lower(), "at": frame.created_at}
@@ -679,31 +694,39 @@ class LocalStore:
                 self.close()
 
     def _append_entry(self, branch_name: str, entry: Entry, parent: str | None, *, sync: bool) -> Appended | None:
-        """The body of :meth:`append`; the caller holds the writer lock."""
+        """The body of :meth:`append`; the caller holds the writer lock.
+
+        Without ``parent`` the record goes on *every* head of the branch: its parents are all their
+        snapshots, so a branch that a pull left with several heads is merged by this write
+        (docs/design.md, "Branches with several heads"). Either way it replaces every head.
+        """
         canonical = entry.canonical()
         branch = self.branch(branch_name)
-        parent_idx = self.resolve(parent) if parent is not None else branch.head
+        nodes = self._lineage.nodes
+        if parent is None:
+            targets = sorted({t for t in branch.heads.values() if t >= 0}, key=lambda t: nodes[t].wire_id)
+        else:
+            targets = [self.resolve(parent)]
         path_hash = self.path_hash(entry.path)
-        if parent_idx == branch.head:
+        if parent is None or (len(branch.heads) == 1 and targets == [branch.head]):
             visible = self._lineage.view(branch).get(path_hash)
             if visible is None and entry.op == "delete":
                 return None  # nothing to delete: a tombstone would change nothing
             if visible is not None and entry.op == "store" and self.open(visible).entry.canonical() == canonical:
-                frame = fr.ReinforceFrame(self._tick(), self._lineage.nodes[visible].wire_id, b"")
+                frame = fr.ReinforceFrame(self._tick(), nodes[visible].wire_id, b"")
                 event = canonicalize({"reinforce": self.sid_of(visible), "at": frame.at})
                 self._append([dataclasses.replace(frame, sealed_event=self._seal(event, self._reinforce_aad(frame)))], sync=sync)
-                return Appended(self._lineage.nodes[visible], self.sid_of(visible), reinforced=True)
-        parent_id = self.sid_of(parent_idx) if parent_idx >= 0 else ""
-        sid = snapshot_id(canonical, parent_id)
+                return Appended(nodes[visible], self.sid_of(visible), reinforced=True)
+        sid = snapshot_id(canonical, parent_ids(self.sid_of(t) for t in targets))
         wire = self.wire_id(sid)
         existing = self._lineage.by_wire.get(wire)
         if existing is not None:
-            # Same entry on the same parent: the snapshot already exists (a retried store, or a
+            # Same entry on the same parents: the snapshot already exists (a retried store, or a
             # replay after rollback). Ids are deterministic, so HEAD moves to it; nothing is duplicated.
             self._append([self._branch_frame(fr.BranchReason.ADVANCE, branch_name, existing)], sync=sync)
-            return Appended(self._lineage.nodes[existing], sid, reinforced=False)
-        parents = (self._lineage.nodes[parent_idx].wire_id,) if parent_idx >= 0 else ()
-        replaces = (branch.head_item,) if branch.head_item != fr.NO_ID else ()
+            return Appended(nodes[existing], sid, reinforced=False)
+        parents = tuple(nodes[t].wire_id for t in targets)
+        replaces = branch.replaceable
         explicit = replaces != parents
         frame = fr.RecordFrame(
             op=fr.Op.DELETE if entry.op == "delete" else fr.Op.STORE,
@@ -721,7 +744,7 @@ class LocalStore:
         self._append([frame], sync=sync)
         idx = self._lineage.by_wire[wire]
         self._sids[idx] = sid
-        return Appended(self._lineage.nodes[idx], sid, reinforced=False)
+        return Appended(nodes[idx], sid, reinforced=False)
 
     def create_branch(self, name: str, at: str | None) -> None:
         with self._writing():
@@ -774,6 +797,7 @@ class LocalStore:
                 frame.created_at,
                 flags=int(frame.flags),
                 after=tuple(a.hex() for a in frame.after),
+                parents=tuple(p.hex() for p in frame.parents),
             )
         if isinstance(frame, fr.BranchFrame):
             head = "" if frame.head_wire_id == fr.NO_ID else frame.head_wire_id.hex()
@@ -836,14 +860,18 @@ class LocalStore:
         if item.kind == "record":
             if ident in lineage.by_wire:
                 return None
-            parents = (bytes.fromhex(item.parent),) if item.parent else ()
+            parents = tuple(bytes.fromhex(p) for p in item.parents or ((item.parent,) if item.parent else ()))
             branch_id, path_hash = bytes.fromhex(item.branch), bytes.fromhex(item.path_hash)
             if any(p not in lineage.by_wire for p in parents) or branch_id not in lineage.branches:
                 raise _NotYet
+            above = max((lineage.nodes[lineage.by_wire[p]].hlc for p in parents), default=0)
+            if flags & fr.Flag.LEGACY:
+                hlc = max(hlc, above + 1) if parents else hlc  # as the migration does: the same value everywhere
+            elif hlc <= above:
+                raise IntegrityError(f"replicated record {item.id} is not later than its parents; it was not imported")
             frame = fr.RecordFrame(fr.Op.STORE, hlc, ident, parents, branch_id, path_hash, b"", item.sealed, flags, after)
             canonical = self._unseal(item.sealed, self._record_aad(frame), flags)
-            parent_idx = lineage.by_wire[parents[0]] if parents else -1
-            sid = snapshot_id(canonical, self.sid_of(parent_idx) if parent_idx >= 0 else "")
+            sid = snapshot_id(canonical, parent_ids(self.sid_of(lineage.by_wire[p]) for p in parents))
             entry = Entry.from_canonical(canonical)
             if self.wire_id(sid) != ident or self.path_hash(entry.path) != path_hash:
                 raise IntegrityError(f"replicated record {item.id} does not re-derive its ids; it was not imported")

@@ -33,9 +33,15 @@ class WireItem:
     #: not cover; otherwise ``created_at`` is the frame's clock (µs / 10^6) and is authenticated.
     flags: int = 0
     after: tuple[str, ...] = ()  # the heads of its branch it replaces, when they are not its parents
+    parents: tuple[str, ...] = ()  # a format-3 record's parents, all of them (``parent`` is the first)
 
     def to_json(self) -> dict[str, Any]:
-        extra: dict[str, Any] = {} if self.flags & Flag.LEGACY else {"format": 3, "flags": self.flags, "after": list(self.after)}
+        extra: dict[str, Any] = {} if self.flags & Flag.LEGACY else {
+            "format": 3,
+            "flags": self.flags,
+            "after": list(self.after),
+            "parents": list(self.parents),
+        }
         return extra | {
             "kind": self.kind,
             "id": self.id,
@@ -64,23 +70,34 @@ class WireItem:
                 str(data.get("reason", "")),
                 *_format_3(data),
             )
-            for name in ("id", "parent", "branch", "path_hash", *(() if item.flags & Flag.LEGACY else ("after",))):
-                for value in (getattr(item, name),) if name != "after" else item.after:
-                    bytes.fromhex(value)
+            for name in ("id", "parent", "branch", "path_hash"):
+                bytes.fromhex(getattr(item, name))
+            for value in (*item.after, *item.parents):
+                if len(bytes.fromhex(value)) != 32:
+                    raise ValueError("an id in after or parents is not 32 bytes")
+            if item.kind == "record" and item.parents[:1] != ((item.parent,) if item.parent else ()):
+                raise ValueError("parent must be the first of parents")
         except (KeyError, TypeError, ValueError) as exc:
             raise InvalidInputError(f"not a sovseal wire item ({exc}): {ascii(data)[:200]}") from None
         return item
 
 
-def _format_3(data: Any) -> tuple[int, tuple[str, ...]]:
-    """(flags, after) of an item: a format-3 item says so; one without ``format`` is LEGACY (1)."""
+def _format_3(data: Any) -> tuple[int, tuple[str, ...], tuple[str, ...]]:
+    """(flags, after, parents) of an item: a format-3 item says so; one without ``format`` is LEGACY.
+
+    A LEGACY record's parents are its one ``parent`` (or none), as format 2 had it.
+    """
     if "format" not in data:
-        return Flag.LEGACY, ()
+        parent = str(data["parent"])
+        return Flag.LEGACY, (), ((parent,) if parent and data["kind"] == "record" else ())
     if data["format"] != 3:
         raise ValueError(f"unknown item format {data['format']!r}")
-    flags, after = data["flags"], data["after"]
+    flags, after, parents = data["flags"], data["after"], data["parents"]
     if not isinstance(flags, int) or isinstance(flags, bool) or not 0 <= flags < 256 or flags & Flag.LEGACY:
         raise ValueError("flags must be a byte without the LEGACY bit")
-    if not isinstance(after, list) or len(after) > 255 or not all(isinstance(a, str) for a in after):
-        raise ValueError("after must be a list of ids")
-    return flags, tuple(after)
+    for name, ids in (("after", after), ("parents", parents)):
+        if not isinstance(ids, list) or len(ids) > 255 or not all(isinstance(a, str) for a in ids):
+            raise ValueError(f"{name} must be a list of ids")
+    if data["kind"] != "record" and parents:
+        raise ValueError("only a record has parents")
+    return flags, tuple(after), tuple(parents)

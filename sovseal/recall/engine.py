@@ -64,6 +64,7 @@ class _View:
     head: int
     mask: np.ndarray  # bool over nodes: visible at ``head``
     paths: dict[bytes, int]  # path hash -> the visible node
+    heads: tuple[int, ...]  # the branch's head targets it was computed for
 
 
 class RecallEngine:
@@ -175,14 +176,20 @@ class RecallEngine:
         size = len(lineage.nodes)
         view = self._views.get(branch.branch_id)
         head = branch.head
-        if view is not None and view.head != head and not self._follow(lineage, view, head):
-            view = None
+        heads = tuple(sorted(branch.heads.values()))
+        if view is not None and view.heads != heads:
+            # One head that moved along its chain is followed; anything else (a pull that brought
+            # concurrent heads, a merge) is recomputed.
+            if len(heads) > 1 or len(view.heads) > 1 or not self._follow(lineage, view, head):
+                view = None
+            else:
+                view.heads = heads
         if view is None:
             paths = dict(lineage.view(branch))
             mask = np.zeros(max(size, 1024), dtype=bool)
             if paths:
                 mask[np.fromiter(paths.values(), dtype=np.int64, count=len(paths))] = True
-            view = self._views[branch.branch_id] = _View(head, mask, paths)
+            view = self._views[branch.branch_id] = _View(head, mask, paths, heads)
         if len(view.mask) < size:
             grown = np.zeros(max(size, 2 * len(view.mask)), dtype=bool)
             grown[: len(view.mask)] = view.mask
@@ -197,6 +204,8 @@ class RecallEngine:
             if idx < 0 or len(steps) >= _WALK:
                 return False
             node = lineage.nodes[idx]
+            if node.more_parents:  # a merge brings in another history: recompute
+                return False
             steps.append(node)
             idx = node.parent
         if len(view.mask) <= head:

@@ -26,15 +26,15 @@ _HEX64 = re.compile(r"[0-9a-f]{64}\Z")
 _HEX32 = re.compile(r"[0-9a-f]{32}\Z")
 _FIELDS = frozenset({"kind", "id", "parent", "branch", "path_hash", "sealed", "created_at", "reason"})
 #: Journal format 3 items also carry these (docs/design.md, "Journal format 3"); format-2 items do not.
-_FORMAT_3_FIELDS = frozenset({"format", "flags", "after"})
+_FORMAT_3_FIELDS = frozenset({"format", "flags", "after", "parents"})
 _REASONS = frozenset({"CREATE", "ROLLBACK", "ADVANCE"})
 #: nonce (12) + tag (16): the smallest sealed blob there is.
 MIN_SEALED = 28
 #: A record holds at most a 256 KiB entry; sealed and with room for metadata, 400 KiB is ample.
 MAX_SEALED = 400 * 1024
 #: Per item, at most this many JSON objects and lists, and values: the bounds checked before parsing.
-_CONTAINERS = 2
-_VALUES = 300
+_CONTAINERS = 3  # the item, its after and its parents
+_VALUES = 530  # up to 255 ids in each of after and parents, and the fields
 
 
 class TooManyItems(ValueError):
@@ -81,12 +81,18 @@ def validate_item(index: int, raw: Any) -> Item:
     if format_3:
         keys -= _FORMAT_3_FIELDS
         if raw["format"] != 3 or set(raw) & _FORMAT_3_FIELDS != _FORMAT_3_FIELDS:
-            raise bad("a format-3 item has format 3, flags and after")
-        flags, after = raw["flags"], raw["after"]
+            raise bad("a format-3 item has format 3, flags, after and parents")
+        flags, after, parents = raw["flags"], raw["after"], raw["parents"]
         if isinstance(flags, bool) or not isinstance(flags, int) or not 0 <= flags < 256:
             raise bad("flags must be an integer from 0 to 255")
         if not isinstance(after, list) or len(after) > 255 or not all(_hex(a, _HEX64, empty_ok=False) for a in after):
             raise bad("after must be a list of at most 255 ids of 64 hex digits")
+        if not isinstance(parents, list) or len(parents) > 255 or not all(_hex(a, _HEX64, empty_ok=False) for a in parents):
+            raise bad("parents must be a list of at most 255 ids of 64 hex digits")
+        if raw.get("kind") == "record" and parents[:1] != ([raw.get("parent")] if raw.get("parent") else []):
+            raise bad("a record's parent must be the first of its parents")
+        if raw.get("kind") != "record" and parents:
+            raise bad("only a record has parents")
     if keys != _FIELDS:
         unknown, missing = len(keys - _FIELDS), sorted(_FIELDS - keys)
         raise bad(f"fields must be exactly {sorted(_FIELDS)} ({unknown} unknown, missing: {missing})")
@@ -139,7 +145,7 @@ def validate_item(index: int, raw: Any) -> Item:
         "reason": reason,
     }
     if format_3:
-        clean |= {"format": 3, "flags": raw["flags"], "after": raw["after"]}
+        clean |= {"format": 3, "flags": raw["flags"], "after": raw["after"], "parents": raw["parents"]}
     body = json.dumps(clean, sort_keys=True, separators=(",", ":"))
     return Item(kind, raw["id"], parent, branch, body, hashlib.sha256(body.encode()).hexdigest())
 
