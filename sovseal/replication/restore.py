@@ -42,7 +42,7 @@ from .page import Page, parse_page
 
 log = logging.getLogger("sovseal.replication")
 #: What a held item costs in memory beyond its sealed bytes (four hex ids as str, the object).
-HELD_OVERHEAD = 1024
+_HELD_OVERHEAD = 1024
 
 
 @dataclass(frozen=True, slots=True)
@@ -186,7 +186,7 @@ class _Pull:
                 "an honest server sends each item once. The pull stopped; nothing was lost",
                 code="duplicates",
             )
-        held_bytes = sum(len(item.sealed) + HELD_OVERHEAD for _, item in self.held)
+        held_bytes = sum(len(item.sealed) + _HELD_OVERHEAD for _, item in self.held)
         if len(self.held) > self.config.max_held_items or held_bytes > self.config.max_held_bytes:
             first = self.held[0][1]
             raise ReplicationError(
