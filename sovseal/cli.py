@@ -310,6 +310,20 @@ def _short(sid: str | None) -> str:
     return sid[:17] if sid else "-"
 
 
+def _human(value: Any, sep: str = ", ") -> str:
+    """A value of ``status`` on one line: snapshot ids short, lists joined by ``sep``, mappings as
+    ``k=v`` (their lists joined by spaces), None as -."""
+    if value is None:
+        return "-"
+    if isinstance(value, str):
+        return _short(value) if re.fullmatch(r"snap_[0-9a-f]{64}", value) else value
+    if isinstance(value, list):
+        return sep.join(_human(v) for v in value)
+    if isinstance(value, dict):
+        return ", ".join(f"{k}={_human(v, ' ')}" for k, v in value.items())
+    return str(value)
+
+
 def _count(n: int, noun: str, plural: str | None = None) -> str:
     """``1 branch``, ``2 branches``: ``plural`` defaults to ``noun`` + s."""
     return f"{n} {noun if n == 1 else plural or noun + 's'}"
@@ -483,25 +497,19 @@ def status(path: str | None, branch: str, key_file: str | None, as_json: bool) -
     for name, value in info.items():
         if name in hidden or (value in (None, [], {}) and name != "head") or (name == "index_pending" and not value):
             continue
-        if name == "head":
-            shown = _short(value)
-        elif name == "key_backend":
+        if name == "key_backend":
             shown = origin.shown()
         elif name == "outbox_records":
             shown = f"{_count(value, 'item')}, {_count(info['outbox_bytes'], 'byte')}"
-        elif isinstance(value, list):
-            shown = ", ".join(str(v) for v in value)
-        elif isinstance(value, dict):
-            shown = ", ".join(f"{k}={v}" for k, v in value.items())
         else:
-            shown = str(value)
+            shown = _human(value)
         rows.append((labels.get(name, name.replace("_", " ")), shown))
     if replication is None:
         rows.append(("replication", "off (set SOVSEAL_ENDPOINT and SOVSEAL_API_KEY to replicate)"))
     else:
         rows.append(("replication", f"{replication.get('state')} -> {replication.get('endpoint')}"))
         rows += [
-            (f"  {name.replace('_', ' ')}", str(value))
+            (f"  {name.replace('_', ' ')}", _human(value))
             for name, value in replication.items()
             if name not in ("state", "endpoint") and value not in (None, 0, "", [], {})
         ]

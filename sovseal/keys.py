@@ -26,14 +26,14 @@ import os
 import stat
 import uuid
 from pathlib import Path
-
-import keyring
-import keyring.backend
-from keyring.backends import chainer, fail
+from typing import TYPE_CHECKING
 
 from sovseal.crypto import KEY_SIZE
 from sovseal.durable import fsync_dir, fsync_fd
 from sovseal.errors import InvalidInputError, KeyUnavailableError
+
+if TYPE_CHECKING:  # keyring loads when a key is looked up: one given as --key-file or SOVSEAL_KEY never needs it
+    import keyring.backend
 
 __all__ = [
     "FALLBACK_ENV",
@@ -213,6 +213,8 @@ def store_uuid(store_dir: Path, *, create: bool = True) -> str | None:
 
 def _is_real_keychain(backend: keyring.backend.KeyringBackend) -> bool:
     """False for backends that are not a protected keychain: fail, null, chainer, keyrings.alt, plaintext."""
+    from keyring.backends import chainer, fail
+
     module = type(backend).__module__
     if isinstance(backend, (fail.Keyring, chainer.ChainerBackend)):
         return False
@@ -223,6 +225,9 @@ def _is_real_keychain(backend: keyring.backend.KeyringBackend) -> bool:
 
 def _usable_keychain() -> keyring.backend.KeyringBackend | None:
     """The first real keychain backend ``keyring`` would use (looking inside a chainer), or None."""
+    import keyring
+    from keyring.backends import chainer
+
     active = keyring.get_keyring()
     candidates = chainer.ChainerBackend.backends if isinstance(active, chainer.ChainerBackend) else [active]
     for backend in candidates:
@@ -411,6 +416,8 @@ def _save(store_dir: Path, master: bytes, keychain: keyring.backend.KeyringBacke
     if _fallback_enabled():
         key_file = key_file_path(store_dir)
         return _write_key_file(key_file, master), f"file:{key_file}"
+    import keyring
+
     raise KeyUnavailableError(
         f"no usable OS keychain for the sovseal store at {store_dir} (keyring offers only "
         f"{type(keyring.get_keyring()).__module__}.{type(keyring.get_keyring()).__name__}, which is not a "

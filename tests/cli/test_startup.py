@@ -38,6 +38,20 @@ print(json.dumps(report), file=sys.stderr)
 """
 
 
+def probe(home: Path, commands: list[list[str]], heavy: tuple[str, ...], **env: str) -> dict[str, list[str]]:
+    """The heavy modules loaded after ``import sovseal.cli`` and after each command, in a fresh interpreter."""
+    environ = {k: v for k, v in os.environ.items() if not k.startswith("SOVSEAL_")}
+    environ.update(SOVSEAL_HOME=str(home), **env)
+    proc = subprocess.run(
+        [sys.executable, "-c", PROBE, json.dumps(commands), json.dumps(heavy)],
+        env=environ, capture_output=True, text=True, timeout=120, check=False,
+    )
+    assert proc.returncode == 0, proc.stderr
+    report: dict[str, list[str]] = json.loads(proc.stderr.strip().splitlines()[-1])
+    assert len(report) == len(commands) + 1, report
+    return report
+
+
 def test_reading_commands_import_no_heavy_library(store: Run, tmp_path: Path) -> None:
     store("store", "user.editor", "neovim")
     store("store", "user.editor", "neovim")
@@ -48,12 +62,14 @@ def test_reading_commands_import_no_heavy_library(store: Run, tmp_path: Path) ->
         ["mind"], ["fork", snapshot[:12], "--name", "other"], ["rollback", snapshot[:12]],
         ["export", str(tmp_path / "backup.sovseal")], ["key", "export"], ["status", "--json"],
     ]
-    env = {k: v for k, v in os.environ.items() if not k.startswith("SOVSEAL_")}
-    env.update(SOVSEAL_HOME=str(store.home), SOVSEAL_KEY_FALLBACK="file")
-    proc = subprocess.run(
-        [sys.executable, "-c", PROBE, json.dumps(commands), json.dumps(HEAVY)],
-        env=env, capture_output=True, text=True, timeout=120, check=False,
-    )
-    assert proc.returncode == 0, proc.stderr
-    report = json.loads(proc.stderr.strip().splitlines()[-1])
-    assert report == {name: [] for name in report} and len(report) == len(commands) + 1, report
+    report = probe(store.home, commands, HEAVY, SOVSEAL_KEY_FALLBACK="file")
+    assert report == {name: [] for name in report}, report
+
+
+def test_a_given_key_needs_no_keyring(store: Run) -> None:
+    """keyring's search for an OS keychain is a good part of a call's start-up: a key passed in
+    SOVSEAL_KEY (or --key-file) never needs it."""
+    store("store", "user.editor", "neovim")
+    key = store("key", "export").stdout.strip()
+    report = probe(store.home, [["status"], ["get", "user.editor"], ["log"]], (*HEAVY, "keyring"), SOVSEAL_KEY=key)
+    assert report == {name: [] for name in report}, report
