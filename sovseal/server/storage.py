@@ -341,8 +341,8 @@ class Storage:
         found: dict[str, _Waiter] = {}
         for chunk in _chunks(sorted(set(accepted))):
             marks = ",".join("?" * len(chunk))
-            sql = (  # nosec B608 -- only '?' placeholders are interpolated
-                "SELECT h.hseq, h.id, h.kind, h.branch, h.body_bytes, w.waits_for, "
+            sql = (
+                "SELECT h.hseq, h.id, h.kind, h.branch, h.body_bytes, w.waits_for, "  # nosec B608 -- only '?' placeholders are interpolated
                 "EXISTS (SELECT 1 FROM items i WHERE i.project = w.project AND i.id = w.waits_for) "
                 "OR EXISTS (SELECT 1 FROM branches b WHERE b.project = w.project AND b.branch = w.waits_for) "
                 "FROM held h JOIN held_waits w ON w.project = h.project AND w.item_id = h.id "
@@ -372,8 +372,8 @@ class Storage:
         project = acceptor.project
         for chunk in _chunks(acceptor.moves):
             values = ",".join(["(?, ?)"] * len(chunk))
-            sql = (  # nosec B608 -- only '?' placeholders are interpolated
-                f"WITH moved (id, seq) AS (VALUES {values}) "
+            sql = (
+                f"WITH moved (id, seq) AS (VALUES {values}) "  # nosec B608 -- only '?' placeholders are interpolated
                 "INSERT INTO items (project, seq, id, kind, digest, body, received_at) "
                 "SELECT h.project, moved.seq, h.id, h.kind, h.digest, h.body, ? FROM moved JOIN held h ON h.project = ? AND h.id = moved.id"
             )
