@@ -6,11 +6,12 @@ no key and no plaintext; the store decides what the frames mean, this module rem
 
 from __future__ import annotations
 
+import hashlib
 import heapq
 from collections.abc import Iterable, Iterator
 from dataclasses import dataclass, field
 
-from .frames import NO_ID, AckFrame, BranchFrame, Frame, Op, RecordFrame, ReinforceFrame
+from .frames import NO_ID, AckFrame, BranchFrame, Flag, Frame, Op, RecordFrame, ReinforceFrame
 
 
 @dataclass(slots=True)
@@ -98,6 +99,9 @@ class Lineage:
     events: set[bytes] = field(default_factory=set)  # ids of branch and reinforce events seen
     unattributed_damage: bool = False  # see unattributed()
     max_hlc: int = 0  # the newest clock value of any frame: a new frame is stamped above it
+    #: Snapshots held in more than one version: wire id -> sha256 of each later version's sealed entry.
+    versions: dict[bytes, set[bytes]] = field(default_factory=dict)
+    epoch: int = 0  # raised when a node's clock moves (an earlier version arrived): orderings are stale
 
     def apply(self, frame: Frame, offset: int, size: int, authentic: bool, *, placed: bool = False) -> None:
         """Replay one frame. Damaged frames are still applied where that makes reads fail closed.
@@ -171,7 +175,10 @@ class Lineage:
                 return
             self.damage.append(Damage(offset, "a record frame failed authentication"))
         if frame.wire_id in self.by_wire:
-            self.damage.append(Damage(offset, "a record frame repeats an existing snapshot"))
+            if not authentic or frame.flags & Flag.LEGACY:
+                self.damage.append(Damage(offset, "a record frame repeats an existing snapshot"))
+                return
+            self._add_version(frame)
             return
         parents: list[int] = []
         for wire in frame.parents:
@@ -218,15 +225,37 @@ class Lineage:
             branch = self.branches[frame.branch_id] = Branch(frame.branch_id, frame)
         self._add_item(branch, frame.event_id, head, frame.after)
 
-    def _add_item(self, branch: Branch, item: bytes, target: int, replaces: tuple[bytes, ...]) -> None:
-        """One more frame on ``branch``: update its heads, keeping its view when it can follow."""
+    def _add_version(self, frame: RecordFrame) -> None:
+        """Another device's version of a snapshot this lineage holds: the same entry on the same
+        parents, written there independently, so with its own clock and replaced heads.
+
+        Both versions stand for one snapshot: its clock is the earlier of the two and it replaces
+        the heads either replaced (docs/design.md). Every device that holds both computes the same.
+        """
+        idx = self.by_wire[frame.wire_id]
+        node = self.nodes[idx]
+        self.versions.setdefault(frame.wire_id, set()).add(hashlib.sha256(frame.sealed_entry).digest())
+        if frame.hlc < node.hlc:
+            node.hlc = frame.hlc
+            self.epoch += 1
+            for branch in self.branches.values():
+                branch._view = None
+        branch = self.branches.get(frame.branch_id)
+        if branch is not None:
+            self._add_item(branch, frame.wire_id, idx, frame.replaces, again=True)
+
+    def _add_item(self, branch: Branch, item: bytes, target: int, replaces: tuple[bytes, ...], *, again: bool = False) -> None:
+        """One more frame on ``branch``: update its heads, keeping its view when it can follow.
+
+        ``again``: a second version of an item the branch already has (it is not re-added).
+        """
         for old in replaces:
             if branch.live.pop(old, None) is None and old not in self.by_wire and old not in self.events:
                 branch.waiting.add(old)  # superseded before it arrived: it never becomes a head
         if item in branch.waiting:
             branch.waiting.discard(item)
-        else:
-            branch.live[item] = target
+        elif not again or self.nodes[target].branch_id != branch.branch_id:
+            branch.live[item] = target  # a second version on the first's branch changes nothing of it
         before = branch.heads
         heads = self._undominated(branch.live)
         if heads == before:

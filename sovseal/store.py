@@ -841,9 +841,20 @@ class LocalStore:
                     frame = self._from_wire(item)
                 except _NotYet:
                     return list(items[position:])
-                if frame is not None:
+                if frame is None:
+                    continue
+                if isinstance(frame, fr.RecordFrame) and frame.wire_id in self._lineage.by_wire:
+                    self._append([frame], sync=False)  # another version: this device's own may still be unsent
+                else:
                     self._append([frame, fr.AckFrame((bytes.fromhex(item.id),))], sync=False)
         return []
+
+    def _holds_version(self, wire: bytes, sealed: bytes) -> bool:
+        """Does this store already hold the snapshot ``wire`` with exactly these sealed bytes?"""
+        if hashlib.sha256(sealed).digest() in self._lineage.versions.get(wire, ()):
+            return True
+        frame = self.decode(self.recheck(self._lineage.by_wire[wire]))
+        return isinstance(frame, fr.RecordFrame) and frame.sealed_entry == sealed
 
     def _from_wire(self, item: WireItem) -> fr.Frame | None:
         """One item as a frame (None: already here). Raises IntegrityError on anything forged.
@@ -858,7 +869,7 @@ class LocalStore:
         hlc = _legacy_clock(item) if flags & fr.Flag.LEGACY else _clock(item)
         after = tuple(bytes.fromhex(a) for a in item.after)
         if item.kind == "record":
-            if ident in lineage.by_wire:
+            if ident in lineage.by_wire and (flags & fr.Flag.LEGACY or self._holds_version(ident, item.sealed)):
                 return None
             parents = tuple(bytes.fromhex(p) for p in item.parents or ((item.parent,) if item.parent else ()))
             branch_id, path_hash = bytes.fromhex(item.branch), bytes.fromhex(item.path_hash)

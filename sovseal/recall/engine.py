@@ -64,7 +64,7 @@ class _View:
     head: int
     mask: np.ndarray  # bool over nodes: visible at ``head``
     paths: dict[bytes, int]  # path hash -> the visible node
-    heads: tuple[int, ...]  # the branch's head targets it was computed for
+    heads: tuple[int, ...]  # the lineage's epoch and the branch's head targets it was computed for
 
 
 class RecallEngine:
@@ -176,11 +176,11 @@ class RecallEngine:
         size = len(lineage.nodes)
         view = self._views.get(branch.branch_id)
         head = branch.head
-        heads = tuple(sorted(branch.heads.values()))
+        heads = (lineage.epoch, *sorted(branch.heads.values()))
         if view is not None and view.heads != heads:
             # One head that moved along its chain is followed; anything else (a pull that brought
             # concurrent heads, a merge) is recomputed.
-            if len(heads) > 1 or len(view.heads) > 1 or not self._follow(lineage, view, head):
+            if len(heads) > 2 or len(view.heads) > 2 or heads[0] != view.heads[0] or not self._follow(lineage, view, head):
                 view = None
             else:
                 view.heads = heads

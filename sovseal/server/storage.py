@@ -26,6 +26,7 @@ slow password hash would add nothing), each scoped to one project.
 from __future__ import annotations
 
 import base64
+import dataclasses
 import hashlib
 import os
 import time
@@ -247,6 +248,30 @@ class Storage:
             group = "(" + ",".join("?" * len(chunk[0])) + ")"
             tx.execute(f"{head} VALUES {','.join([group] * len(chunk))}{tail}", [v for row in chunk for v in row])
 
+    def _as_versions(
+        self, tx: Tx, project: str, items: Sequence[Item], accepted: dict[str, str], held: dict[str, str]
+    ) -> list[Item]:
+        """Items that are another version of a known format-3 record, stored beside it.
+
+        Two devices that write the same entry on the same parents make the same snapshot id with
+        other bytes (their own clock). Both versions are kept: the later one under the id
+        ``<id>.<digest[:16]>``, waiting for the first, and pulled like any item; devices merge them.
+        ``accepted`` and ``held`` gain the digests of versions already stored, so a retry is a duplicate.
+        """
+        first: dict[str, str] = {}
+        out: list[Item] = []
+        for it in items:
+            digest = accepted.get(it.id) or held.get(it.id) or first.setdefault(it.id, it.digest)
+            if it.versioned and digest != it.digest:
+                it = dataclasses.replace(it, id=f"{it.id}.{it.digest[:16]}", parent=it.id, versioned=False)
+            out.append(it)
+        renamed = {it.id for it in out} - {it.id for it in items}
+        if renamed:
+            more_accepted, more_held, _ = self._lookup(tx, project, renamed, renamed)
+            accepted.update(more_accepted)
+            held.update(more_held)
+        return out
+
     def push(self, project: str, items: Sequence[Item], after: str, quota: HeldQuota) -> PushOutcome:
         """Apply one validated batch atomically.
 
@@ -259,6 +284,7 @@ class Storage:
             branches = {it.branch for it in items if it.kind == "record"}
             known, held, known_branches = self._lookup(tx, project, ids | refs, ids, branches)
             accepted = {i: d for i, d in known.items() if i in ids}
+            items = self._as_versions(tx, project, items, accepted, held)
             conflicts: list[str] = []
             first: dict[str, str] = {}
             for it in items:

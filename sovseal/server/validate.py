@@ -60,6 +60,10 @@ class Item:
     branch: str
     body: str  # canonical JSON of the item, what pull returns
     digest: str  # sha256 of body: duplicate detection
+    #: A format-3 record: two devices that wrote the same entry on the same parents made two versions
+    #: of one snapshot (same id, other clock), and both are kept (docs/design.md). Anything else
+    #: under a known id with another body is a conflict.
+    versioned: bool = False
 
 
 def _hex(value: object, pattern: re.Pattern[str], *, empty_ok: bool) -> bool:
@@ -147,7 +151,7 @@ def validate_item(index: int, raw: Any) -> Item:
     if format_3:
         clean |= {"format": 3, "flags": raw["flags"], "after": raw["after"], "parents": raw["parents"]}
     body = json.dumps(clean, sort_keys=True, separators=(",", ":"))
-    return Item(kind, raw["id"], parent, branch, body, hashlib.sha256(body.encode()).hexdigest())
+    return Item(kind, raw["id"], parent, branch, body, hashlib.sha256(body.encode()).hexdigest(), format_3 and kind == "record")
 
 
 def parse_push(data: Any, max_items: int) -> tuple[list[Item], str]:

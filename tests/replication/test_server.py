@@ -110,8 +110,15 @@ def test_pull_pages_with_a_cursor(srv: ServerThread, tmp_path: Path, key: bytes)
         assert client.get(PULL_PATH, params={"cursor": "x"}).status_code == 400
 
 
+def _legacy(item: WireItem) -> WireItem:
+    """The item as a device of journal format 2 sent it (no format-3 fields)."""
+    return dataclasses.replace(item, flags=1, after=(), parents=())
+
+
 def test_a_different_body_under_a_known_id_is_refused_and_nothing_applies(srv: ServerThread, tmp_path: Path, key: bytes) -> None:
+    """For what a format-2 device pushes: one id, one body. (Format-3 records: the next test.)"""
     items, _ = source(tmp_path, key)
+    items = [_legacy(i) for i in items]
     api = srv.storage.create_api_key(PROJECT_A)
     record = next(i for i in items[:10] if i.kind == "record")
     forged = dataclasses.replace(record, sealed=os.urandom(len(record.sealed)))  # every other field as the store made it
@@ -126,6 +133,23 @@ def test_a_different_body_under_a_known_id_is_refused_and_nothing_applies(srv: S
         inner = push(client, [other, twin], items[9].id)
         assert inner.status_code == 409 and inner.json()["ids"] == [other.id]  # two bodies for one id in one batch
     assert [r["id"] for r in server_items(srv.url, api, PROJECT_A)] == [i.id for i in items[:10]]
+
+
+def test_another_version_of_a_format_3_record_is_kept_beside_the_first(srv: ServerThread, tmp_path: Path, key: bytes) -> None:
+    """Two devices that store the same entry on the same parents make one snapshot id with other
+    bytes (their own clock): both versions are kept and served, and a retry of either is a duplicate."""
+    items, _ = source(tmp_path, key)
+    api = srv.storage.create_api_key(PROJECT_A)
+    record = next(i for i in items[:10] if i.kind == "record")
+    other = dataclasses.replace(record, sealed=os.urandom(len(record.sealed)), created_at=record.created_at + 1)
+    with http(srv, api) as client:
+        push_in_batches(client, items[:10], 10)
+        assert push(client, [other], items[9].id).status_code == 200
+        again = push(client, [other, record], items[9].id).json()
+        assert again["accepted"] == 0 and again["duplicates"] == 2
+    served = server_items(srv.url, api, PROJECT_A)
+    assert [r["id"] for r in served] == [*(i.id for i in items[:10]), record.id]
+    assert WireItem.from_json({k: v for k, v in served[-1].items() if k != "seq"}) == other
 
 
 def test_items_whose_parent_is_missing_are_held_until_it_arrives(srv: ServerThread, tmp_path: Path, key: bytes) -> None:
