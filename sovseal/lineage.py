@@ -27,7 +27,7 @@ class Node:
     hlc: int  # the frame's clock, microseconds (frames.UNKNOWN_HLC: a format-2 time that was not plausible)
     offset: int  # where its frame starts in the journal
     size: int  # bytes of its frame: what the outbox holds for it
-    seq: int  # 1 + the largest seq of its parents on the same branch (0 if none): the same on every device
+    seq: int  # its depth: 1 + the largest seq of its parents (1 for a genesis snapshot), the same on every device
     sealed_sid: bytes
     authentic: bool
     more_parents: tuple[int, ...] = ()  # a merge's parents after the first (shared empty tuple otherwise)
@@ -191,7 +191,6 @@ class Lineage:
         if branch is None:
             self.unattributed(offset, "a record frame names a branch that does not exist")
             return
-        same_branch = [self.nodes[p].seq for p in parents if self.nodes[p].branch_id == frame.branch_id]
         node = Node(
             idx=len(self.nodes),
             wire_id=frame.wire_id,
@@ -202,7 +201,7 @@ class Lineage:
             hlc=frame.hlc,
             offset=offset,
             size=size,
-            seq=1 + max(same_branch, default=0),
+            seq=1 + max((self.nodes[p].seq for p in parents), default=0),
             sealed_sid=frame.sealed_sid,
             authentic=authentic,
             more_parents=tuple(parents[1:]),

@@ -96,6 +96,7 @@ class _Pending:
     branch: str
     digest: str
     body: str
+    more_parents: tuple[str, ...] = ()  # a merge's parents after the first: it waits for each
 
 
 @dataclass(slots=True)
@@ -280,7 +281,7 @@ class Storage:
         with self.db.transaction() as tx:
             next_seq, next_hold, held_count = self._counters(tx, project)
             ids = {it.id for it in items}
-            refs = ({it.parent for it in items} | {after}) - {""}
+            refs = ({p for it in items for p in (it.parent, *it.parents)} | {after}) - {""}
             branches = {it.branch for it in items if it.kind == "record"}
             known, held, known_branches = self._lookup(tx, project, ids | refs, ids, branches)
             accepted = {i: d for i, d in known.items() if i in ids}
@@ -299,7 +300,7 @@ class Storage:
             pred = after
             for it in items:  # each new item waits for the one sent just before it
                 if it.id not in accepted and it.id not in held and it.id not in seen:
-                    pending.append(_Pending(it.id, pred, it.kind, it.parent, it.branch, it.digest, it.body))
+                    pending.append(_Pending(it.id, pred, it.kind, it.parent, it.branch, it.digest, it.body, it.parents[1:]))
                     seen.add(it.id)
                 pred = it.id
 
@@ -453,8 +454,8 @@ class _Acceptor:
         return dependency in self.known or dependency in self.branches
 
     def missing(self, p: _Pending) -> list[str]:
-        """What ``p`` still waits for: its predecessor, its parent, and for a record its branch."""
-        needs = dict.fromkeys(d for d in (p.after, p.parent) if d)
+        """What ``p`` still waits for: its predecessor, its parents, and for a record its branch."""
+        needs = dict.fromkeys(d for d in (p.after, p.parent, *p.more_parents) if d)
         if p.kind == "record":
             needs[p.branch] = None
         return [d for d in needs if not self.has(d)]

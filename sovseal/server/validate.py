@@ -64,6 +64,7 @@ class Item:
     #: of one snapshot (same id, other clock), and both are kept (docs/design.md). Anything else
     #: under a known id with another body is a conflict.
     versioned: bool = False
+    parents: tuple[str, ...] = ()  # a format-3 record's parents, all of them (``parent`` is the first)
 
 
 def _hex(value: object, pattern: re.Pattern[str], *, empty_ok: bool) -> bool:
@@ -151,7 +152,7 @@ def validate_item(index: int, raw: Any) -> Item:
     if format_3:
         clean |= {"format": 3, "flags": raw["flags"], "after": raw["after"], "parents": raw["parents"]}
     body = json.dumps(clean, sort_keys=True, separators=(",", ":"))
-    return Item(kind, raw["id"], parent, branch, body, hashlib.sha256(body.encode()).hexdigest(), format_3 and kind == "record")
+    return Item(kind, raw["id"], parent, branch, body, hashlib.sha256(body.encode()).hexdigest(), format_3 and kind == "record", tuple(raw["parents"]) if format_3 else ())
 
 
 def parse_push(data: Any, max_items: int) -> tuple[list[Item], str]:

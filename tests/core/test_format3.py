@@ -58,8 +58,8 @@ def _without_seq(observed: dict[str, object]) -> dict[str, object]:
 
 def test_a_format_2_store_is_migrated_on_open_and_reads_as_the_old_release_read_it(tmp_path: Path) -> None:
     """Everything reads as before but ``seq``: format 2 counted a branch's appends (so a record
-    written after a rollback to #3 was #6); now it is 1 + its parent's on the same branch, which
-    every device computes alike."""
+    written after a rollback to #3 was #6, and a fork's first record #1); now it is the depth in
+    the history, 1 + its parents' largest, which every device computes alike."""
     store = _copy("plain", tmp_path)
     before = (store / "journal.log").read_bytes()
     assert _format(store) == 2
@@ -69,7 +69,7 @@ def test_a_format_2_store_is_migrated_on_open_and_reads_as_the_old_release_read_
         observed = _observed(mem)
         assert _without_seq(observed) == _without_seq(EXPECTED["plain"])
         assert [e[2] for e in observed["main"]["log"]] == [4, 3, 2, 1]
-        assert [e[2] for e in observed["try"]["log"]] == [1, 1]
+        assert [e[2] for e in observed["try"]["log"]] == [2, 1]
         assert mem.verify().ok
         assert [m.path for m in mem.recall("linux", k=1)] == ["user.os"]
         mem.store("user.new", "after the migration")

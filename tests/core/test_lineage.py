@@ -78,7 +78,7 @@ def test_fork_creates_an_independent_branch(mem: Sovseal) -> None:
     assert mem.branch == "agent-b"
     mem.store("framework", "jest")
     assert mem.state() == {"framework": "jest"}
-    assert [e.seq for e in mem.log()] == [1, 1]  # seq counts per branch
+    assert [e.seq for e in mem.log()] == [2, 1]  # seq is the depth in the history: the fork continues from its base
     mem.checkout("main")
     assert mem.state() == {"framework": "vitest", "editor": "neovim"}
     assert sorted(mem.branches()) == ["agent-b", "main"]
