@@ -37,6 +37,7 @@ from .errors import (
     InvalidInputError,
     KeyUnavailableError,
     LockTimeoutError,
+    ReplicationError,
     SovsealError,
     UnknownBranchError,
     UnknownSnapshotError,
@@ -477,6 +478,7 @@ def status(path: str | None, branch: str, key_file: str | None, as_json: bool) -
     """
     with _open(path, branch, key_file) as (mem, origin):
         info = ops.jsonable(mem.status())
+        info["conflicts"] = ops.jsonable([c for name in mem.branches() for c in mem.conflicts(branch=name)])
     info["key_backend"] = origin.backend
     if as_json:
         _emit_json(info)
@@ -499,6 +501,10 @@ def status(path: str | None, branch: str, key_file: str | None, as_json: bool) -
             continue
         if name == "key_backend":
             shown = origin.shown()
+        elif name == "heads":
+            shown = ", ".join(f"{b}: {_count(len(h), 'head')}" + (" (the next write merges them)" if len(h) > 1 else "") for b, h in value.items())
+        elif name == "conflicts":
+            shown = "; ".join(f"{c['path']} on {c['branch']} ({_count(len(c['versions']), 'version')}, showing {_short(c['chosen'])})" for c in value)
         elif name == "outbox_records":
             shown = f"{_count(value, 'item')}, {_count(info['outbox_bytes'], 'byte')}"
         else:
@@ -1309,6 +1315,38 @@ def serve(
             storage.close()
         return
     run_server(database, host, port, Limits(max_body=max_body), log_level=log_level)
+
+
+@main.command(short_help="Push what is not replicated yet, then pull what other devices wrote.")
+@store_options
+@json_option
+def sync(path: str | None, branch: str, key_file: str | None, as_json: bool) -> None:
+    """Push the outbox, then pull: one round of two-way sync with the replication server.
+
+    Needs replication on (SOVSEAL_ENDPOINT and SOVSEAL_API_KEY). A branch written on two devices
+    shows two heads afterwards, merged by the next write on it; concurrent writes to one path are
+    listed with the value every device chose (`sovseal status` shows them too).
+    """
+    with _open(path, branch, key_file) as (mem, _):
+        if mem.replication is None:
+            raise InvalidInputError("sync needs replication: set SOVSEAL_ENDPOINT and SOVSEAL_API_KEY")
+        pushed = mem.status().outbox_records
+        if not mem.replication.flush(60):
+            raise ReplicationError("the outbox did not drain within 60 s; see `sovseal status` for the last replication error")
+        with _progress("pulling") as update:
+            result = mem.pull(progress=update)
+        heads = mem.status().heads
+        conflicts = [c for name in mem.branches() for c in mem.conflicts(branch=name)]
+    if as_json:
+        _emit_json({"pushed": pushed, "pull": result, "heads": heads, "conflicts": conflicts})
+        return
+    click.echo(f"pushed {_count(pushed, 'item')}, pulled {_count(result.received, 'item')} ({_count(result.new_records, 'new snapshot')})")
+    for name, sids in heads.items():
+        if len(sids) > 1:
+            click.echo(f"  {name}: {len(sids)} heads ({', '.join(_short(s) for s in sids)}); the next write on it merges them")
+    for conflict in conflicts:
+        click.echo(f"  conflict on {conflict.branch}: {conflict.path} written on {len(conflict.versions)} devices at once; "
+                   f"showing {_short(conflict.chosen)}")
 
 
 @main.command(short_help="Pull a project from the replication server into this store.")

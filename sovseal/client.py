@@ -24,6 +24,7 @@ from .paths import store_dir, store_exists
 from .models import Conflict, LogEntry, Memory, Status, StoreResult, VerifyReport, Version
 from .replication import DEFAULT_MAX_OUTBOX_BYTES, ReplicatedStatus, ReplicationConfig
 from .replication import start as start_replication
+from .replication.periodic import ENV_SYNC_INTERVAL, PeriodicPull
 from .store import DEFAULT_BRANCH, Appended, LocalStore, Opened
 from .wire import WireItem
 
@@ -100,6 +101,11 @@ class Sovseal:
     data, ``store`` and ``delete`` block until the outbox drains, or raise
     ``BackpressureTimeoutError`` after ``backpressure_timeout`` seconds. See docs/replication.md.
 
+    ``sync_interval`` (or ``SOVSEAL_SYNC_INTERVAL``, seconds): with replication on, pull in the
+    background that often, so writes from other devices arrive without calling ``pull()``; a
+    branch they wrote concurrently shows several heads until the next local write merges them
+    (``conflicts()``, ``status().heads``). Off by default.
+
     ``read_only``: None (the default) opens an existing store read-only when it cannot be written
     (a read-only volume, a mounted backup); True always does. Reads, recall, verify and export
     work; writes raise ``ReadOnlyStoreError``; replication does not start.
@@ -120,6 +126,7 @@ class Sovseal:
         max_outbox_bytes: int = DEFAULT_MAX_OUTBOX_BYTES,
         backpressure_timeout: float | None = None,
         replication_config: ReplicationConfig | None = None,
+        sync_interval: float | None = None,
     ) -> None:
         self.path = store_dir(path)
         if key is not None:
@@ -154,6 +161,12 @@ class Sovseal:
         except BaseException:
             self._store.close()
             raise
+        if sync_interval is None and os.environ.get(ENV_SYNC_INTERVAL):
+            sync_interval = float(os.environ[ENV_SYNC_INTERVAL])
+        #: The background pull (``sync_interval``), or None.
+        self.syncing: PeriodicPull | None = None
+        if sync_interval is not None and self.replication is not None:
+            self.syncing = PeriodicPull(self.pull, sync_interval)
 
     # -- lifecycle -----------------------------------------------------------------------
 
@@ -175,6 +188,8 @@ class Sovseal:
             if self._shared.closed:
                 return
             self._shared.closed = True
+        if self.syncing is not None:
+            self.syncing.close()
         if self.replication is not None:
             self.replication.close()  # a healthy worker drains first; the rest goes on the next open
         with self._shared.lock:

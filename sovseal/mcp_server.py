@@ -19,6 +19,7 @@ import os
 import signal
 import sys
 import threading
+import time
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Annotated, Any, Literal
 
@@ -96,6 +97,10 @@ def _error(exc: BaseException) -> CallToolResult:
     )
 
 
+#: How often, at most, the MCP server pulls before answering a call (with continuous sync on).
+_PULL_EVERY = 1.0
+
+
 class _Session:
     """The store handle plus a lock: tools run one at a time in a worker thread, so the event loop
     never blocks and the handle's current branch is never changed under a running call."""
@@ -103,10 +108,24 @@ class _Session:
     def __init__(self, mem: Sovseal) -> None:
         self.mem = mem
         self._lock = threading.Lock()
+        self._pulled = 0.0
+
+    def _catch_up(self) -> None:
+        """With continuous sync on (``SOVSEAL_SYNC_INTERVAL``), pull before answering: an agent asking
+        now sees what another device wrote a moment ago. At most once a second; a failed pull is
+        logged and the call answers from what is here."""
+        if self.mem.syncing is None or time.monotonic() - self._pulled < _PULL_EVERY:
+            return
+        try:
+            self.mem.pull()
+        except SovsealError as exc:
+            log.warning("pull before answering failed (answering from this device): %s", exc)
+        self._pulled = time.monotonic()
 
     async def run(self, work: Callable[[Sovseal], Any]) -> CallToolResult:
         def locked() -> Any:
             with self._lock:
+                self._catch_up()
                 return work(self.mem)
 
         try:

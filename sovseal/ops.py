@@ -212,11 +212,15 @@ class GraphNode:
     """One snapshot of the lineage DAG, with the branches whose HEAD it is."""
 
     snapshot_id: str
-    parent_id: str | None
+    parent_id: str | None  # the parents' ids joined by "," (a merge has several), as log() gives it
     op: str
     path: str
     created_at: datetime
     branches: tuple[str, ...] = ()
+
+    @property
+    def parents(self) -> list[str]:
+        return self.parent_id.split(",") if self.parent_id else []
 
 
 def snapshot_graph(mem: Sovseal) -> list[GraphNode]:
@@ -225,17 +229,18 @@ def snapshot_graph(mem: Sovseal) -> list[GraphNode]:
     Snapshots that no branch reaches any more (a branch rolled back past them) are left out, like
     ``git log --all``.
     """
-    heads = branch_heads(mem)
+    heads = mem.status().heads  # every head of every branch: a branch a pull left unmerged has several
     labels: dict[str, list[str]] = {}
-    for name, head in heads.items():
-        if head is not None:
-            labels.setdefault(head, []).append(name)
+    for name, sids in heads.items():
+        for head in sids:
+            if head is not None:
+                labels.setdefault(head, []).append(name)
     nodes: dict[str, GraphNode] = {}
     for name in heads:
         with _on_branch(mem, name):
             for entry in mem.log():
                 if entry.snapshot_id in nodes:
-                    break  # the rest of this chain is already known
+                    continue  # reached from another branch already
                 nodes[entry.snapshot_id] = GraphNode(
                     entry.snapshot_id,
                     entry.parent_id,
@@ -247,8 +252,9 @@ def snapshot_graph(mem: Sovseal) -> list[GraphNode]:
     # Topological order, newest first: a snapshot comes after all of its children.
     children: dict[str, int] = {sid: 0 for sid in nodes}
     for node in nodes.values():
-        if node.parent_id in children:
-            children[node.parent_id] += 1
+        for parent in node.parents:
+            if parent in children:
+                children[parent] += 1
     ready = [(-n.created_at.timestamp(), n.snapshot_id) for n in nodes.values() if children[n.snapshot_id] == 0]
     heapq.heapify(ready)
     out: list[GraphNode] = []
@@ -256,19 +262,19 @@ def snapshot_graph(mem: Sovseal) -> list[GraphNode]:
         _, sid = heapq.heappop(ready)
         node = nodes[sid]
         out.append(node)
-        parent = node.parent_id
-        if parent in children:
-            children[parent] -= 1
-            if children[parent] == 0:
-                heapq.heappush(ready, (-nodes[parent].created_at.timestamp(), parent))
+        for parent in node.parents:
+            if parent in children:
+                children[parent] -= 1
+                if children[parent] == 0:
+                    heapq.heappush(ready, (-nodes[parent].created_at.timestamp(), parent))
     return out
 
 
 def draw_graph(nodes: list[GraphNode]) -> list[tuple[str, GraphNode | None]]:
     """Lay ``nodes`` (from :func:`snapshot_graph`) out in lanes like ``git log --graph``.
 
-    Returns rows of (graph prefix, node); connector rows between snapshots have node None. Each
-    snapshot has one parent, so the drawing only ever joins lanes where branches forked.
+    Returns rows of (graph prefix, node); connector rows between snapshots have node None. Lanes
+    join where branches forked, and a merge (several parents) opens a lane for each other parent.
     """
     lanes: list[str] = []  # the snapshot id each lane is waiting for
     rows: list[tuple[str, GraphNode | None]] = []
@@ -279,12 +285,17 @@ def draw_graph(nodes: list[GraphNode]) -> list[tuple[str, GraphNode | None]]:
             lanes.append(node.snapshot_id)
             col = len(lanes) - 1
         rows.append((" ".join("*" if k == col else "|" for k in range(len(lanes))), node))
-        if node.parent_id is None:
+        parents = node.parents
+        if not parents:
             lanes.pop(col)
             if col < len(lanes):  # lanes to the right shift left by one
                 rows.append((_shift_row(len(lanes) + 1, col), None))
             continue
-        lanes[col] = node.parent_id
+        lanes[col] = parents[0]
+        for extra in parents[1:]:  # a merge: each other parent gets a lane of its own, to the right
+            if extra not in lanes:
+                lanes.insert(col + 1, extra)
+                rows.append((_merge_row(len(lanes), col), None))
         while True:  # join lanes that now wait for the same parent (a fork point)
             dup = next((j for j in range(len(lanes)) if lanes[j] in lanes[:j]), None)
             if dup is None:
@@ -303,6 +314,17 @@ def _join_row(width: int, into: int, lane: int) -> str:
             chars[2 * k - 1] = "/"
     for k in range(into, lane - 1):
         chars[2 * k + 1] = "_"
+    return "".join(chars).rstrip()
+
+
+def _merge_row(width: int, col: int) -> str:
+    """``|\`` : lane ``col`` opens a new lane to its right (a merge's other parent); lanes past it move right."""
+    chars = [" "] * (2 * width)
+    for k in range(width):
+        if k <= col:
+            chars[2 * k] = "|"
+        else:
+            chars[2 * k - 1] = "\\"
     return "".join(chars).rstrip()
 
 
