@@ -109,7 +109,7 @@ _CLI_ADVICE: tuple[tuple[type[SovsealError], str], ...] = (
     (IntegrityError, "run `sovseal verify` to list every damaged record"),
 )
 
-_PASS_KEY = "pass --key-file FILE or SOVSEAL_KEY with the store's key (as `sovseal key export` prints it)"
+_PASS_KEY = "pass --key-file FILE or SOVSEAL_KEY with the store's key (as `sovseal key export` prints it)"  # nosec B105 -- advice text, not a password
 
 
 @dataclass

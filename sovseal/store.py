@@ -508,7 +508,7 @@ class LocalStore:
 
         The caller holds the writer lock and has caught up, so the clock rises across processes too.
         """
-        return max(time.time_ns() // 1000, self._lineage.max_hlc + 1)
+        return max(int(time.time() * 1e6), self._lineage.max_hlc + 1)
 
     def _open_branch_event(self, frame: fr.BranchFrame) -> dict[str, Any]:
         event = loads(self._unseal(frame.sealed_event, self._branch_aad(frame), frame.flags))
@@ -872,6 +872,8 @@ class LocalStore:
             if ident in lineage.by_wire and (flags & fr.Flag.LEGACY or self._holds_version(ident, item.sealed)):
                 return None
             parents = tuple(bytes.fromhex(p) for p in item.parents or ((item.parent,) if item.parent else ()))
+            if parents[:1] != ((bytes.fromhex(item.parent),) if item.parent else ()):
+                raise IntegrityError(f"replicated record {item.id} names two different first parents; it was not imported")
             branch_id, path_hash = bytes.fromhex(item.branch), bytes.fromhex(item.path_hash)
             if any(p not in lineage.by_wire for p in parents) or branch_id not in lineage.branches:
                 raise _NotYet

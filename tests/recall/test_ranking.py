@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import hashlib
 import time
+from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
@@ -11,10 +12,23 @@ import pytest
 from sovseal import Sovseal
 from sovseal.errors import InvalidInputError, UnknownBranchError
 from sovseal.recall import RecallParams, decay, reinforcement
+from tests.fakes import fake_embed
 
 DAY = 86400.0
 #: Keyword-only, no neighbour context: equal texts score equally, so only decay and reinforcement differ.
 KEYWORD = RecallParams(fusion="keyword", neighbor_weights=())
+
+
+@pytest.fixture
+def mem(store_dir: Path, key: bytes, monkeypatch: pytest.MonkeyPatch) -> Iterator[Sovseal]:
+    """A store created a year ago: a store's clock never runs backwards (docs/design.md, ``hlc``),
+    so the tests below can date memories anywhere in the past year, oldest first."""
+    a_year_ago = time.time() - 365 * DAY
+    with monkeypatch.context() as m:
+        m.setattr("sovseal.store.time.time", lambda: a_year_ago)
+        opened = Sovseal(store_dir, key=key, embedder=fake_embed)
+    with opened:
+        yield opened
 
 
 def store_at(mem: Sovseal, monkeypatch: pytest.MonkeyPatch, when: float, *args: object, **kwargs: object) -> None:

@@ -26,7 +26,6 @@ import numpy as np
 import pytest
 
 from sovseal import Sovseal
-from sovseal import client as client_module
 from sovseal import index as index_module
 from sovseal.client import MAX_RECALL_K
 from sovseal.entries import make_entry, memory_text
@@ -106,7 +105,7 @@ def test_ivf_builds_compactions_and_a_lost_index_lose_and_resurrect_nothing(
     indexes build IVF lists and compact; the table is deleted mid-run and a third handle rebuilds it
     while the main writer goes on. Afterwards recall agrees exactly with state on every branch."""
     monkeypatch.setattr(index_module, "EXACT_MAX_ALLOWED", 20)
-    monkeypatch.setattr(client_module, "VectorIndex", SmallIndex)
+    monkeypatch.setattr(index_module, "VectorIndex", SmallIndex)  # the client imports it from there when it opens one
     SmallIndex.made.clear()
     store = tmp_path / "store"
     rng = random.Random(7)

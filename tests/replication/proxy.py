@@ -10,6 +10,7 @@ not a mocked transport. A *plan* decides what happens to each request:
 - ``dup``: forward twice (a duplicate delivery), relay the second answer;
 - ``delay:<s>``: wait, then forward;
 - ``status:<code>``: answer with that status without forwarding (a 5xx storm, a 4xx);
+- ``conflict:<id>``: answer the server's 409 for that item id without forwarding;
 - ``early``: answer 200 at once and deliver the batch only after the next forwarded push
   (a reordering middlebox: later batches reach the server first);
 - ``hang``: forward, then never answer (the client is stuck waiting for its ack).
@@ -185,6 +186,10 @@ class FaultProxy:
             return False
         if action.startswith("status:"):
             await self._answer(writer, int(action.split(":")[1]), b'{"error":"injected","message":"fault proxy"}')
+            return True
+        if action.startswith("conflict:"):  # the server's own 409 for an id, as a format-2 device can still get it
+            body = {"error": "conflict", "message": "1 item(s) conflict with a different body stored under the same id", "ids": [action[9:]]}
+            await self._answer(writer, 409, json.dumps(body).encode())
             return True
         if action == "early":
             self._stash.append(request)

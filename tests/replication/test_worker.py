@@ -130,6 +130,27 @@ def test_the_server_sees_no_path_plaintext_unkeyed_hash_or_snapshot_id(
     assert [m.split(": ", 1)[1].encode() for m in logged] == bodies  # SOVSEAL_LOG_REPLICATION_BODIES logs exactly what was sent
 
 
+def test_the_same_entry_on_two_devices_is_one_snapshot_in_two_versions(tmp_path: Path, key: bytes, server: ServerThread) -> None:
+    """The same entry on the same parent makes the same snapshot id with other sealed bytes (a fresh
+    nonce, its own clock): the server keeps both, and both devices end with one snapshot whose time
+    is the earlier one."""
+    api = server.storage.create_api_key()
+    with open_mem(tmp_path / "one", key, server.url, api) as one, open_mem(tmp_path / "two", key, server.url, api) as two:
+        errors: list[ReplicationError] = []
+        for m in (one, two):
+            m.on("replication-error", errors.append)
+        first = one.store("user.editor", "vim")
+        second = two.store("user.editor", "vim")
+        assert first.snapshot_id == second.snapshot_id
+        for m in (one, two):
+            assert m.replication is not None and m.replication.flush(20)
+        for m in (one, two, one):
+            m.pull()
+        assert errors == [] and one.replication.rejected() == []  # type: ignore[union-attr]
+        assert one.log() == two.log() and len(one.log()) == 1
+        assert one.status().heads == two.status().heads
+
+
 def test_batches_hold_at_most_32_items(tmp_path: Path, key: bytes, server: ServerThread) -> None:
     api = server.storage.create_api_key()
     with FaultProxy(server.url) as proxy:
@@ -267,20 +288,28 @@ def test_a_401_is_surfaced_and_local_writes_are_unaffected(tmp_path: Path, key: 
 
 
 def test_an_item_refused_with_409_is_kept_for_the_user_and_never_retried_forever(tmp_path: Path, key: bytes, server: ServerThread) -> None:
+    """A 409 (one id, two bodies) can no longer happen to a format-3 record (a second version is
+    kept: test_the_same_entry_on_two_devices_is_one_snapshot_in_two_versions), but a format-2 item
+    can still get one: the proxy answers it as the server does, for one record's id."""
     api = server.storage.create_api_key()
-    with open_mem(tmp_path / "other", key, "", None) as other:  # the same entry on the same parent:
-        other.store("user.editor", "vim")  # same snapshot id, different sealed bytes (fresh nonce)
-        twin = [i for i in other._store.outbox(10) if i.kind == "record"]
-    import httpx
+    target: list[str] = []
 
-    with httpx.Client(base_url=server.url, headers={"Authorization": f"Bearer {api}", "X-Sovseal-Project": blind(key)}) as c:
-        main = [i for i in _journal_items(tmp_path / "other", key) if i.kind == "branch"][:1]
-        assert c.post(PUSH_PATH, content=encode_push(main + twin, "")).status_code == 200
+    def plan(_: int, request: object) -> str:
+        body = getattr(request, "body", b"")
+        return f"conflict:{target[0]}" if target and f'"id":"{target[0]}"'.encode() in body else "pass"
+
     errors: list[ReplicationError] = []
-    with FaultProxy(server.url) as proxy:
+    with FaultProxy(server.url, plan) as proxy:
         with open_mem(tmp_path / "one", key, proxy.url, api) as one:
             one.on("replication-error", errors.append)
+            from sovseal.entries import make_entry, snapshot_id
+
+            expected = snapshot_id(make_entry("store", "user.editor", "vim").canonical(), "")  # the first record: no parent
+            target.append(one._store.wire_id(expected).hex())  # noqa: SLF001 - refused from its first push on
             sid = one.store("user.editor", "vim").snapshot_id
+            assert sid == expected
+            twin = [i for i in one._store.outbox(10) if i.kind == "record"]  # noqa: SLF001
+            assert twin[0].id == target[0]
             one.store("user.shell", "fish")
             wait_for(lambda: errors, what="the 409 event")
             assert one.replication is not None and one.replication.flush(10)  # everything else still flows
