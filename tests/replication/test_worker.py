@@ -22,7 +22,6 @@ import pytest
 from sovseal.crypto import project_blind_id
 from sovseal.errors import BackpressureTimeoutError, InvalidInputError, ReplicationError
 from sovseal.replication import ReplicationConfig
-from sovseal.replication.protocol import PUSH_PATH, encode_push
 from sovseal.server import ServerThread, reserve_port
 from sovseal.wire import WireItem
 from tests.replication.conftest import FAST, open_mem, wait_for
