@@ -175,6 +175,26 @@ def section_replication(runs: dict[str, Any], img: Path) -> str:
     return "\n\n".join(blocks)
 
 
+def section_convergence(runs: dict[str, Any], img: Path) -> str:
+    run = runs.get("convergence")
+    if not run:
+        return missing("convergence")
+    soak, pull = run["results"]["soak"], run["results"].get("pull")
+    rows = [
+        ["seeds converged", f"{soak['converged']} of {soak['seeds']}"],
+        ["devices × operations per seed", f"{soak['devices']} × {soak['steps']}"],
+        ["snapshots per run (p50)", f(soak["snapshots_p50"], 0)],
+        ["time to converge once all are online, p50 / max (s)", f"{f(soak['settle_s_p50'])} / {f(soak['settle_s_max'])}"],
+    ]
+    if pull:
+        rows += [
+            [f"pull {pull['records']:,} records into a new device (s)", f(pull["pull_s"])],
+            ["embedding the same texts alone (s)", f(pull["embed_s"])],
+            ["pull / embedding alone", ratio(pull["pull_s"], pull["embed_s"])],
+        ]
+    return "\n\n".join([provenance(run), table(["figure", "value"], rows)])
+
+
 def section_embed(runs: dict[str, Any], img: Path) -> str:
     run = runs.get("embed")
     if not run:
@@ -499,6 +519,7 @@ def throughput_plot(runs: dict[str, Any], img: Path) -> str:
 SECTIONS: dict[str, Callable[[dict[str, Any], Path], str]] = {
     "store": section_store,
     "replication": section_replication,
+    "convergence": section_convergence,
     "embed": section_embed,
     "embed_variants": section_embed_variants,
     "langchain": section_langchain,

@@ -69,6 +69,14 @@ RECALL_PEERS = ("lancedb", "chromadb", "langchain-community", "langchain-core")
 JOBS = [
     Job("store", "bench/bench_store.py", ["--n", "2000"], ["--n", "200"], peers=True, packages=("lancedb",)),
     Job(
+        "convergence",
+        "bench/bench_convergence.py",
+        ["--seeds", "20", "--devices", "6", "--steps", "300", "--pull", "10000"],
+        ["--seeds", "2", "--devices", "4", "--steps", "60", "--pull", "300"],
+        peers=False,
+        packages=EMBED,
+    ),
+    Job(
         "embed",
         "bench/bench_embed.py",
         ["--turns", "2000", "--rounds", "5"],
