@@ -18,6 +18,7 @@ from __future__ import annotations
 import json
 import os
 import re
+import shutil
 import sys
 import tempfile
 import time
@@ -1176,12 +1177,35 @@ def mcp(path: str | None, branch: str, key_file: str | None) -> None:
 
 
 @main.command(short_help="A scripted tour of the engine on a throwaway store.")
-@click.option("--path", type=click.Path(file_okay=False), help="Store directory (default: a new temporary one).")
+@click.option(
+    "--path",
+    type=click.Path(file_okay=False),
+    help="Store directory, kept afterwards (default: a new temporary one, removed at the end).",
+)
 def demo(path: str | None) -> None:
-    """A scripted tour: store, get, recall, fork, rollback, delete, verify, reopen."""
+    """A scripted tour: store, get, recall, fork, rollback, delete, verify, reopen.
+
+    The store lives in a new temporary directory that is removed at the end, also when the tour
+    fails halfway, so running it again and again leaves nothing behind; with --path it stays.
+    """
+    directory = Path(path) if path else Path(tempfile.mkdtemp(prefix="sovseal-demo-"))
+    try:
+        ok = _tour(directory)
+    finally:
+        if path is None:
+            shutil.rmtree(directory, ignore_errors=True)  # a failure here must not hide the tour's own error
+            if directory.exists():
+                _note(f"warning: could not remove the demo store {directory}; delete it by hand")
+    if path is None and not directory.exists():
+        click.echo("Removed the temporary store.")
+    if not ok:
+        sys.exit(1)
+
+
+def _tour(directory: Path) -> bool:
+    """The demo's script on a store at ``directory``: True when every check it prints passed."""
     from .client import Sovseal
 
-    directory = Path(path) if path else Path(tempfile.mkdtemp(prefix="sovseal-demo-"))
     key = os.urandom(32)  # a real app keeps its key in the OS keychain; the demo uses a throwaway one
     say = click.echo
 
@@ -1252,8 +1276,7 @@ def demo(path: str | None) -> None:
             say(f"    #{entry.seq:<2} {entry.op:<6} {entry.path:<26} {entry.snapshot_id[:17]}…")
     on_disk = sorted(p.name for p in directory.iterdir())
     say(f"\nOn disk: {', '.join(on_disk)} — no path or payload in the clear. Done.")
-    if not (same and report.ok):
-        sys.exit(1)
+    return same and report.ok
 
 
 # -- replication: the server and restore (sovseal/replication, sovseal/server) -------------------
