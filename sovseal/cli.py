@@ -1188,15 +1188,16 @@ def demo(path: str | None) -> None:
     The store lives in a new temporary directory that is removed at the end, also when the tour
     fails halfway, so running it again and again leaves nothing behind; with --path it stays.
     """
+    temporary = not path
     directory = Path(path) if path else Path(tempfile.mkdtemp(prefix="sovseal-demo-"))
     try:
         ok = _tour(directory)
     finally:
-        if path is None:
+        if temporary:
             shutil.rmtree(directory, ignore_errors=True)  # a failure here must not hide the tour's own error
             if directory.exists():
                 _note(f"warning: could not remove the demo store {directory}; delete it by hand")
-    if path is None and not directory.exists():
+    if temporary and not directory.exists():
         click.echo("Removed the temporary store.")
     if not ok:
         sys.exit(1)
