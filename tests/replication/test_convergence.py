@@ -2,8 +2,8 @@
 
 A seeded simulation: several devices with one key store, delete, reinforce, fork and roll back,
 push and pull in random order, some of them offline for a while or restarted with unsent items in
-their outbox (closed without draining: the outbox goes out after the reopen, as after a crash;
-tests/core/test_crash.py SIGKILLs real writers). Once every device has pushed
+their outbox (closed without draining: the outbox goes out after the reopen), and, in a test of its
+own, a device that is a real process SIGKILLed while it writes and pushes. Once every device has pushed
 and pulled everything, every device must hold, branch by branch, the same state, the same heads
 and the same ``log()`` (ids, parents, seq, operation, path and time), and no acknowledged write
 may be missing from the log of a branch that nobody rolled back. A Hypothesis state machine does
@@ -273,3 +273,68 @@ def test_a_hypothesis_state_machine_of_three_devices_converges(tmp_path: Path, k
 
         run = settings(max_examples=6, stateful_step_count=25, deadline=None, suppress_health_check=list(HealthCheck))(Machine)
         run.TestCase().runTest()
+
+
+KILLED_WRITER = """
+import sys
+from sovseal import Sovseal
+from tests.fakes import fake_embed
+from tests.replication.conftest import FAST
+path, key, url, api = sys.argv[1], bytes.fromhex(sys.argv[2]), sys.argv[3], sys.argv[4]
+mem = Sovseal(path, key=key, embedder=fake_embed, endpoint=url, api_key=api, replication_config=FAST)
+print("ready", flush=True)
+for i in range(100_000):
+    result = mem.store(f"note.{i % 7}", f"from the killed device, write {i}")
+    print(result.snapshot_id, flush=True)  # acknowledged: store() returned
+"""
+
+
+@pytest.mark.parametrize("kill_after", [3, 60])
+def test_a_device_sigkilled_while_writing_and_syncing_converges_after_it_restarts(
+    tmp_path: Path, key: bytes, server_thread: ServerThread, kill_after: int
+) -> None:
+    """A real process writes one branch (its worker pushing as it goes) while another device writes
+    the same paths; it is SIGKILLed mid-burst, reopened, and after a sync both devices agree and
+    hold every write the killed one acknowledged."""
+    import os
+    import signal
+    import subprocess
+    import sys
+
+    api = server_thread.storage.create_api_key()
+    world = World(tmp_path, key, server_thread.url, api)
+    world.add(1)
+    other = world.devices[0]
+    root = Path(__file__).resolve().parents[2]
+    store = tmp_path / "killed"
+    child = subprocess.Popen(
+        [sys.executable, "-c", KILLED_WRITER, str(store), key.hex(), server_thread.url, api],
+        stdout=subprocess.PIPE,
+        text=True,
+        env={**os.environ, "PYTHONPATH": str(root)},
+        cwd=root,
+    )
+    try:
+        assert child.stdout is not None and child.stdout.readline().strip() == "ready"
+        acknowledged = []
+        for i in range(kill_after):
+            acknowledged.append(child.stdout.readline().strip())
+            if i % 10 == 0:
+                other.mem.store(f"note.{i % 7}", f"from the other device, write {i}")
+    finally:
+        child.send_signal(signal.SIGKILL)
+        child.wait()
+    acknowledged += [line.strip() for line in child.stdout.read().splitlines() if line.strip()]
+    try:
+        world.devices.append(Device(store, world.open(store)))
+        world.acked += [("main", "note", sid) for sid in acknowledged]
+        final = world.check()
+        assert set(acknowledged) <= {entry[0] for entry in final["main"]["log"]}
+    finally:
+        world.close()
+
+
+@pytest.fixture
+def server_thread(sqlite_database: str) -> Iterator[ServerThread]:
+    with ServerThread(sqlite_database) as srv:
+        yield srv
