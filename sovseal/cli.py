@@ -227,11 +227,12 @@ def path_option(f: F) -> F:
 def key_option(f: F) -> F:
     return click.option(
         "--key-file",
-        type=click.Path(dir_okay=False, exists=True),
+        type=click.Path(dir_okay=False, exists=True, allow_dash=True),
         envvar="SOVSEAL_KEY_FILE",
         default=None,
         help="Read the store's key from this file (as printed by `sovseal key export`) instead of the "
-        "OS keychain / key file.  [env: SOVSEAL_KEY_FILE; or the key itself in SOVSEAL_KEY]",
+        "OS keychain / key file; `-` reads it from stdin (its first line).  "
+        "[env: SOVSEAL_KEY_FILE; or the key itself in SOVSEAL_KEY]",
     )(f)
 
 
@@ -254,9 +255,54 @@ def json_option(f: F) -> F:
     return click.option("--json", "as_json", is_flag=True, help="Print JSON (for scripts) instead of the human view.")(f)
 
 
+# -- secrets off the command line -----------------------------------------------------------------
+#
+# Every argument of every process is readable by every local user (`ps`, /proc/PID/cmdline), and
+# lands in shell history. So each argument that may hold something private (a PAYLOAD, a QUERY, a
+# memory PATH, the key) also takes `-`, which reads it from stdin instead; API keys come from the
+# environment, and a command warns when one is given on its command line. Several values can come
+# from stdin at once, always in this order: the key (one line), PATH (one line), then PAYLOAD or
+# QUERY (the rest).
+
+STDIN = "-"
+_STDIN_KEY = "sovseal.stdin_key"  # the key read for `--key-file -`, kept in ctx.meta: stdin is read once
+
+
+def _stdin_key() -> str:
+    """The key given as ``--key-file -``: stdin's first line, or a hidden prompt on a terminal.
+
+    Cached in the command's context: some commands look their key up twice, and stdin can be read
+    only once.
+    """
+    meta = click.get_current_context().meta
+    if _STDIN_KEY not in meta:
+        meta[_STDIN_KEY] = click.prompt("key", hide_input=True) if sys.stdin.isatty() else sys.stdin.readline()
+    return str(meta[_STDIN_KEY])
+
+
+def _from_stdin(value: str, key_file: str | None, *, line: bool = False) -> str:
+    """``value``, or when it is ``-`` the next value on stdin: one line (``line``, without its line
+    ending) or all that is left. A key given as ``--key-file -`` comes first on stdin, so it is
+    read before anything else."""
+    if value != STDIN:
+        return value
+    if key_file == STDIN:
+        _stdin_key()
+    return sys.stdin.readline().rstrip("\r\n") if line else sys.stdin.read()
+
+
+def _warn_inline(name: str, what: str, instead: str) -> None:
+    """Warn on stderr when the secret option ``name`` was typed on the command line (not taken from
+    the environment), where every local user can read it in the process list."""
+    if click.get_current_context().get_parameter_source(name) == click.core.ParameterSource.COMMANDLINE:
+        _note(f"warning: {what} is visible to other local users in the process list; {instead}")
+
+
 def _key_text(key_file: str | None) -> str | None:
     if key_file is None:
         return None
+    if key_file == STDIN:
+        return _stdin_key().strip()
     try:
         return Path(key_file).read_text(encoding="utf-8").strip()
     except UnicodeDecodeError:
@@ -266,7 +312,11 @@ def _key_text(key_file: str | None) -> str | None:
 def _store_key(directory: Path, key_file: str | None, *, create: bool = False) -> tuple[bytes, _KeyOrigin]:
     """The store's key (:func:`ops.resolve_key`), and where it came from, which is also left in
     click's ``ctx.meta`` so that a key error raised later in the command can say what to fix."""
-    given = f"--key-file {key_file}" if key_file is not None else (ops.ENV_KEY if os.environ.get(ops.ENV_KEY) else None)
+    given: str | None
+    if key_file is not None:
+        given = "--key-file - (stdin)" if key_file == STDIN else f"--key-file {key_file}"
+    else:
+        given = ops.ENV_KEY if os.environ.get(ops.ENV_KEY) else None
     origin = _KeyOrigin(directory, given, create)
     click.get_current_context().meta[_ORIGIN] = origin
     try:
@@ -380,8 +430,6 @@ def _parse_json(text: str, what: str, hint: str) -> Any:
 
 
 def _parse_payload(text: str, mode: str) -> Any:
-    if text == "-":
-        text = sys.stdin.read()
     if mode == "text":
         return text
     stripped = text.strip()
@@ -426,6 +474,8 @@ def main() -> None:
     Key:      the OS keychain; headless: SOVSEAL_KEY_FALLBACK=file (a 0600 key file in the store),
               or --key-file FILE / SOVSEAL_KEY with a key from `sovseal key export`
     Scripts:  --json on every command that prints results
+    Secrets:  every argument shows in the process list; `-` reads PAYLOAD, QUERY, PATH or
+              --key-file from stdin instead, and API keys belong in SOVSEAL_API_KEY
 
     \b
     Exit codes: 0 ok, 1 integrity failure, 2 bad input, 3 not found (store, path, snapshot,
@@ -572,15 +622,21 @@ def store(
 ) -> None:
     """Store PAYLOAD at PATH (a logical key such as user.preferences.editor).
 
-    PAYLOAD is text or JSON; `-` reads it from stdin. Storing the value a path already holds
-    adds no snapshot: it reinforces the memory (see `sovseal mind`).
+    PAYLOAD is text or JSON. Storing the value a path already holds adds no snapshot: it
+    reinforces the memory (see `sovseal mind`).
+
+    Arguments are visible to every local user in the process list: for anything private, pass
+    `-` as PAYLOAD to read it from stdin, and `-` as PATH to read the path from stdin's first
+    line (before the payload).
 
     \b
       sovseal store user.editor "The user edits code in neovim"
       sovseal store user.testing '{"framework": "vitest"}' -m '{"source": "chat"}'
-      echo '"from stdin"' | sovseal store notes.today - --as json
+      sovseal store notes.today - < notes.txt
+      printf '%s\\n%s' user.health "$NOTE" | sovseal store - -
     """
-    value = _parse_payload(payload, mode)
+    memory_path = _from_stdin(memory_path, key_file, line=True)
+    value = _parse_payload(_from_stdin(payload, key_file), mode)
     meta = _parse_object(metadata, "--metadata", '{"source": "chat"}')
     with _open(path, branch, key_file) as (mem, _):
         parent_id = ops.resolve_snapshot(mem, parent) if parent is not None else None
@@ -602,11 +658,13 @@ def delete(memory_path: str, path: str | None, branch: str, key_file: str | None
     """Delete PATH on the branch: a tombstone snapshot, so the path stops appearing in recall.
 
     Its history stays in the lineage (`sovseal rollback` brings it back). Exits 3 if nothing is
-    stored at PATH.
+    stored at PATH. `-` reads PATH from stdin, off the process list.
 
     \b
       sovseal delete chat.2026-05-21
+      echo user.health | sovseal delete -
     """
+    memory_path = _from_stdin(memory_path, key_file, line=True)
     with _open(path, branch, key_file) as (mem, _):
         result = mem.delete(memory_path)
         if result is None:
@@ -705,10 +763,14 @@ def _memory_table(memories: list[Any], *, scores: bool) -> Any:
 def recall(query: str, k: int, filter_json: str | None, path: str | None, branch: str, key_file: str | None, as_json: bool) -> None:
     """The K memories visible on the branch that best match QUERY (on-device, offline).
 
+    `-` reads QUERY from stdin, which keeps it off the process list that every local user can read.
+
     \b
       sovseal recall "what does the user write code with?" -k 3
       sovseal recall "deploy steps" --json | jq '.[0].payload'
+      sovseal recall - < question.txt
     """
+    query = _from_stdin(query, key_file).strip()
     filter_ = _parse_object(filter_json, "--filter", '{"type": "procedural"}')
     with _open(path, branch, key_file) as (mem, _):
         found = mem.recall(query, k=k, filter=filter_)
@@ -727,10 +789,14 @@ def recall(query: str, k: int, filter_json: str | None, path: str | None, branch
 def get(memory_path: str, path: str | None, branch: str, key_file: str | None, as_json: bool) -> None:
     """The memory stored at PATH on the branch (exits 3 if there is none).
 
+    `-` reads PATH from stdin, off the process list that every local user can read.
+
     \b
       sovseal get user.editor
       sovseal get user.testing --json | jq .payload
+      echo user.health | sovseal get -
     """
+    memory_path = _from_stdin(memory_path, key_file, line=True)
     with _open(path, branch, key_file) as (mem, _):
         found = ops.require_memory(mem, memory_path)
     if as_json:
@@ -1170,6 +1236,8 @@ def mcp(path: str | None, branch: str, key_file: str | None) -> None:
     """
     from .mcp_server import serve_stdio
 
+    if key_file == STDIN:
+        raise InvalidInputError("mcp speaks to its client on stdin, so --key-file cannot be `-`: pass a file, or SOVSEAL_KEY")
     serve_stdio(path, branch=branch, key_text=_key_text(key_file), embedder=EMBEDDER)
 
 
@@ -1283,6 +1351,16 @@ def _tour(directory: Path) -> bool:
 # -- replication: the server and restore (sovseal/replication, sovseal/server) -------------------
 
 
+def _has_password(database: str) -> bool:
+    """Whether ``--database`` is a URL with a password in it (a malformed one is left for the server to report)."""
+    from urllib.parse import urlsplit
+
+    try:
+        return bool(urlsplit(database).password)
+    except ValueError:
+        return False
+
+
 @main.command(short_help="Run the replication server (blind: never sees keys or plaintext).")
 @click.option("--host", envvar="SOVSEAL_SERVER_HOST", default="127.0.0.1", show_default=True, help="Address to listen on.")
 @click.option("--port", envvar="SOVSEAL_SERVER_PORT", type=int, default=8765, show_default=True, help="Port to listen on.")
@@ -1297,7 +1375,12 @@ def _tour(directory: Path) -> bool:
 @click.option("--create-key", is_flag=True, help="Create an API key, print it once, and exit (it is stored hashed).")
 @click.option("--project", default=None, help="With --create-key: the server-blind project id (64 hex) to bind the key to; by default it binds to the first project it is used with.")
 @click.option("--label", default="", help="With --create-key: a note stored beside the key.")
-@click.option("--revoke-key", default=None, metavar="KEY", help="Revoke an API key and exit.")
+@click.option(
+    "--revoke-key",
+    default=None,
+    metavar="KEY",
+    help="Revoke an API key and exit; `-` reads KEY from stdin, off the process list (given here, a warning says so).",
+)
 @click.option("--log-level", default="info", show_default=True, type=click.Choice(["critical", "error", "warning", "info", "debug"]))
 def serve(
     host: str, port: int, database: str | None, max_body: int, create_key: bool, project: str | None, label: str, revoke_key: str | None, log_level: str
@@ -1309,6 +1392,7 @@ def serve(
 
     \b
       sovseal serve --create-key              # prints sov_...; give it to the devices of one project
+      sovseal serve --revoke-key - < key.txt  # stdin keeps the key off the process list
       SOVSEAL_ENDPOINT=http://127.0.0.1:8765 SOVSEAL_API_KEY=sov_... python agent.py
       sovseal serve --database postgresql://user@db/sovseal --host 0.0.0.0
 
@@ -1327,6 +1411,12 @@ def serve(
 
     if project is not None and not (len(project) == 64 and all(c in "0123456789abcdef" for c in project)):
         raise InvalidInputError("--project must be a server-blind project id: 64 lowercase hex digits")
+    if database is not None and _has_password(database):
+        _warn_inline("database", "the password in --database", "set SOVSEAL_SERVER_DATABASE instead")
+    if revoke_key == STDIN:
+        revoke_key = (click.prompt("API key", hide_input=True) if sys.stdin.isatty() else sys.stdin.readline()).strip()
+    elif revoke_key is not None:
+        _warn_inline("revoke_key", "the API key given with --revoke-key", "pass `--revoke-key -` and the key on stdin instead")
     if create_key or revoke_key:
         storage = open_storage(database)
         try:
@@ -1377,7 +1467,13 @@ def sync(path: str | None, branch: str, key_file: str | None, as_json: bool) -> 
 @path_option
 @key_option
 @click.option("--endpoint", envvar="SOVSEAL_ENDPOINT", required=True, help="The server's base URL.  [env: SOVSEAL_ENDPOINT]")
-@click.option("--api-key", envvar="SOVSEAL_API_KEY", required=True, help="The project's API key (prefer the env var).  [env: SOVSEAL_API_KEY]")
+@click.option(
+    "--api-key",
+    envvar="SOVSEAL_API_KEY",
+    required=True,
+    help="The project's API key. Set the variable instead: given here, other local users can read it in the "
+    "process list (a warning says so).  [env: SOVSEAL_API_KEY]",
+)
 @click.option("--project", envvar="SOVSEAL_PROJECT", default="default", show_default=True, help="Project name.  [env: SOVSEAL_PROJECT]")
 @json_option
 def restore(path: str | None, key_file: str | None, endpoint: str, api_key: str, project: str, as_json: bool) -> None:
@@ -1388,6 +1484,7 @@ def restore(path: str | None, key_file: str | None, endpoint: str, api_key: str,
     """
     from .client import Sovseal
 
+    _warn_inline("api_key", "the API key given with --api-key", "set SOVSEAL_API_KEY instead")
     directory = store_dir(path or None)
     key, _ = _store_key(directory, key_file)
     with Sovseal(directory, key=key, embedder=EMBEDDER, endpoint=endpoint, api_key=api_key, project=project) as mem:
