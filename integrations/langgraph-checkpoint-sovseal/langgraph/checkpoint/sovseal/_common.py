@@ -11,7 +11,7 @@ from __future__ import annotations
 import functools
 import threading
 import weakref
-from collections.abc import Iterator
+from collections.abc import Iterable, Iterator
 from contextlib import contextmanager
 from typing import Any
 from urllib.parse import quote, unquote
@@ -20,7 +20,7 @@ import numpy as np
 
 from sovseal import Sovseal
 from sovseal.entries import MAX_ENTRY_BYTES
-from sovseal.errors import IntegrityError, InvalidInputError
+from sovseal.errors import IntegrityError, InvalidInputError, UnknownBranchError
 
 # -- the per-handle lock ---------------------------------------------------------------------------
 
@@ -48,6 +48,31 @@ def on_branch(handle: Sovseal, branch: str) -> Iterator[Sovseal]:
     finally:
         if handle.branch != previous:
             handle.checkout(previous)
+
+
+def branch_heads(handle: Sovseal, branches: Iterable[str], *, status: Any = None) -> dict[str, tuple[str | None, ...]]:
+    """Every head of each branch, newest first (``()`` for a branch that does not exist).
+
+    A pull can leave a branch with several heads (two devices wrote it): ``snapshot()`` is only the
+    newest, and a pull that brings in an *older* head leaves it unchanged, so a cache keyed on
+    ``snapshot()`` would never see the other device's records. The adapters key theirs on all heads.
+
+    SDK: ``Sovseal.heads_of(branch)`` when the installed sovseal has it (one branch, cheap); until
+    then ``Sovseal.status().heads``, which lists every branch of the store (its cost grows with the
+    number of branches). ``status`` reuses a ``Status`` the caller already has.
+    """
+    names = list(branches)
+    heads_of = getattr(handle, "heads_of", None)
+    if callable(heads_of):
+        out: dict[str, tuple[str | None, ...]] = {}
+        for name in names:
+            try:
+                out[name] = tuple(heads_of(name))
+            except UnknownBranchError:
+                out[name] = ()
+        return out
+    every = (status if status is not None else handle.status()).heads
+    return {name: tuple(every.get(name, ())) for name in names}
 
 
 def no_embedding(texts: Any) -> np.ndarray:

@@ -62,6 +62,7 @@ from sovseal.errors import (
 from ._common import (
     ANCHOR_BRANCH,
     RECORD_BLOB_CHARS,
+    branch_heads,
     decode_blob,
     ensure_anchor,
     handle_lock,
@@ -154,6 +155,8 @@ class _Family:
         self.live = live_branch(thread_id)
         self.writes = writes_branch(thread_id)
         self.heads: dict[str, str | None] = {}  # branches that exist -> their HEAD as last seen
+        # branches a pull left with several heads -> the heads other than HEAD (older), as last seen
+        self.others: dict[str, tuple[str | None, ...]] = {}
         self.views: dict[str, dict[str, tuple[str, float]]] = {}  # branch -> path -> (sid, created)
         self.merged: dict[str, _Ref] = {}  # path -> where to read it
         self.checkpoints: dict[str, dict[str, str]] = {}  # ns -> checkpoint id -> path
@@ -161,6 +164,15 @@ class _Family:
         self.task_writes: dict[tuple[str, str], dict[str, str]] = {}  # (ns, checkpoint id) -> task -> path
         # snapshot id -> (decoded metadata, for filters; its typed bytes, decoded again for each copy returned)
         self.metadata: dict[str, tuple[dict[str, Any], tuple[str, bytes]]] = {}
+
+    def tips(self, branch: str) -> tuple[str | None, ...]:
+        """Every head of ``branch`` as last seen, newest first (HEAD, then the others)."""
+        return (self.heads.get(branch), *self.others.get(branch, ()))
+
+    def set_head(self, branch: str, head: str | None) -> None:
+        """``branch`` has this one head (after a write of ours, which goes on every head, or a move)."""
+        self.heads[branch] = head
+        self.others.pop(branch, None)
 
     def archives(self) -> list[str]:
         found = [(parse_branch(b), b) for b in self.heads]
@@ -340,12 +352,19 @@ class _SovsealSaverBase(BaseCheckpointSaver[str]):
         return True
 
     def _load_branch(self, fam: _Family, branch: str) -> None:
-        """Fold ``log()`` of a branch into the paths it shows (opens and re-derives every record)."""
+        """Fold ``log()`` of a branch into the paths it shows (opens and re-derives every record).
+
+        With several heads (a pull brought another device's writes) ``log()`` walks them all,
+        newest first by the store's (clock, id) order, so the first mention of a path is the write
+        the branch's merged state shows, on every device alike. The heads are read first: if
+        another writer moves the branch meanwhile, the next check sees it and loads again.
+        """
         h = self._s.handle
+        status = h.status()
+        if status.damage:  # a frame that failed authentication may hide records: refuse rather than read less
+            raise IntegrityError(f"the store has damaged records ({'; '.join(status.damage[:3])}); run `sovseal verify`")
+        tips = branch_heads(h, [branch], status=status)[branch]
         entries = self._s.branch_view(branch).log()
-        damage = h.status().damage
-        if damage:  # a frame that failed authentication may hide records: refuse rather than read less
-            raise IntegrityError(f"the store has damaged records ({'; '.join(damage[:3])}); run `sovseal verify`")
         view: dict[str, tuple[str, float]] = {}
         seen: set[str] = set()
         for entry in entries:  # newest first: the first mention of a path decides
@@ -354,24 +373,29 @@ class _SovsealSaverBase(BaseCheckpointSaver[str]):
             seen.add(entry.path)
             if entry.op == "store" and parse_path(entry.path) is not None:
                 view[entry.path] = (entry.snapshot_id, entry.created_at.timestamp())
-        fam.heads[branch] = entries[0].snapshot_id if entries else None
+        fam.set_head(branch, tips[0] if tips else (entries[0].snapshot_id if entries else None))
+        if len(tips) > 1:
+            fam.others[branch] = tips[1:]
         fam.views[branch] = view
 
-    def _heads(self, branches: list[str]) -> dict[str, str | None]:
-        return {branch: self._s.branch_view(branch).snapshot() for branch in branches}
+    def _moved(self, fam: _Family, *branches: str) -> list[str]:
+        """The branches whose heads are no longer the ones the index knows (all of them, not only HEAD:
+        a pull can add a head older than HEAD)."""
+        now = branch_heads(self._s.handle, branches)
+        return [b for b in branches if now[b] != fam.tips(b)]
 
     def _refresh(self, fam: _Family, only: str | None = None) -> None:
-        """Reload the branches another handle moved since we last looked.
+        """Reload the branches another handle (or a pull) moved since we last looked.
 
         ``only`` names the one branch an operation depends on (a put reads only the live branch's
-        index, a put_writes only the writes branch's): just its HEAD is checked, and only if it
+        index, a put_writes only the writes branch's): just its heads are checked, and only if they
         moved are the others. Reads check every branch of the thread.
         """
-        if only is not None and only in fam.heads and self._s.branch_view(only).snapshot() == fam.heads[only]:
+        if only is not None and only in fam.heads and not self._moved(fam, only):
             return
         if only in (None, fam.writes) and fam.writes not in fam.heads:
             self._discover_writes(fam)
-        moved = [b for b, head in self._heads(list(fam.heads)).items() if head != fam.heads[b]]
+        moved = self._moved(fam, *fam.heads)
         if not moved:
             return
         for branch in moved:
@@ -601,33 +625,42 @@ class _SovsealSaverBase(BaseCheckpointSaver[str]):
         if items:
             results.extend(view.store_many(items))
         for (path, payload), result in zip(records, results, strict=True):
-            if not result.reinforced:
-                fam.heads[branch] = result.snapshot_id
+            if not result.reinforced:  # the record went on every head of the branch: it is the one head now
+                fam.set_head(branch, result.snapshot_id)
             fam.show(branch, path, result.snapshot_id)
             self._s.remember(result.snapshot_id, _Opened(payload))
 
     def _archive_live(self, fam: _Family) -> None:
-        """Keep the live branch's records readable on an archive branch before its HEAD moves back."""
-        head = fam.heads.get(fam.live)
-        if head is None or head == self._s.anchor or not fam.views.get(fam.live):
+        """Keep the live branch's records readable on archive branches before its HEAD moves back.
+
+        One archive per head: a live branch that a pull left with two heads (the thread was written
+        on two devices) keeps both sides readable.
+        """
+        if not fam.views.get(fam.live):
             return
+        tips = [t for t in fam.tips(fam.live) if t is not None and t != self._s.anchor]
         archives = fam.archives()
-        if any(fam.heads.get(b) == head for b in archives):
-            return
+        archived = {t for b in archives for t in fam.tips(b)}
         n = max((parse_branch(b) or ("", "", 0))[2] for b in archives) if archives else 0
-        while True:
-            n += 1
-            name = archive_branch(fam.thread_id, n)
-            if name in self._names():
+        for head in tips:
+            if head in archived:
                 continue
-            try:
-                self._create_branch(name, head)
-            except InvalidInputError:
-                self._names(refresh=True)
-                continue
-            break
-        fam.heads[name] = head
-        fam.views[name] = dict(fam.views[fam.live])
+            while True:
+                n += 1
+                name = archive_branch(fam.thread_id, n)
+                if name in self._names():
+                    continue
+                try:
+                    self._create_branch(name, head)
+                except InvalidInputError:
+                    self._names(refresh=True)
+                    continue
+                break
+            if len(tips) == 1:
+                fam.set_head(name, head)
+                fam.views[name] = dict(fam.views[fam.live])
+            else:  # each archive shows what its head holds, a part of the live branch's view
+                self._load_branch(fam, name)
 
     def _fork_store(self, fam: _Family, parent_sid: str, records: list[tuple[str, Any]]) -> None:
         """Store records on the live branch as a fork at ``parent_sid`` (time travel)."""
@@ -663,10 +696,10 @@ class _SovsealSaverBase(BaseCheckpointSaver[str]):
     def _empty(self, fam: _Family) -> None:
         """Move every branch of the thread back to the anchor: nothing visible, nothing deleted."""
         anchor = self._s.anchor
-        for branch, head in list(fam.heads.items()):
-            if head != anchor:
+        for branch in list(fam.heads):
+            if fam.tips(branch) != (anchor,):  # a rollback replaces every head of the branch
                 self._s.branch_view(branch).rollback(anchor)
-            fam.heads[branch] = anchor
+            fam.set_head(branch, anchor)
             fam.views[branch] = {}
         fam.metadata.clear()
         fam.derive()
@@ -681,7 +714,7 @@ class _SovsealSaverBase(BaseCheckpointSaver[str]):
             for path in doomed:
                 result = handle.delete(path)
                 if result is not None:
-                    fam.heads[branch] = result.snapshot_id
+                    fam.set_head(branch, result.snapshot_id)
                 view.pop(path, None)
         for path in paths:
             fam.remerge(path)
@@ -835,11 +868,17 @@ class _SovsealSaverBase(BaseCheckpointSaver[str]):
     ) -> bool:
         """Store a checkpoint's record (and its parts) as the thread's index places it; caller holds the lock.
 
-        ``fresh``: the index was just checked against the live branch's HEAD. Otherwise the usual
+        ``fresh``: the index was just checked against the live branch's heads. Otherwise the usual
         put, one record appended to the live branch, is stored at once with ``if_heads`` (the store
         checks the HEAD the index knows as it appends: one catch-up with other writers instead of
-        two); it returns False, having stored nothing, if the HEAD moved or if the put forks or has
-        parts, which act on more of the index: the caller refreshes the index and calls again.
+        two), once the branch is seen to have no head the index does not know (a pull can add one
+        older than HEAD, which ``if_heads`` does not look at); it returns False, having stored
+        nothing, if the heads moved or if the put forks or has parts, which act on more of the
+        index: the caller refreshes the index and calls again.
+
+        A checkpoint whose parent is one of the live branch's heads, or the namespace's newest,
+        goes on every head (after a sync that merges what two devices wrote); one whose parent is
+        further back forks the branch there (time travel), each head kept on an archive branch.
         """
         ids = fam.checkpoints.get(ns, {})
         existing = ids.get(checkpoint_id)
@@ -860,12 +899,19 @@ class _SovsealSaverBase(BaseCheckpointSaver[str]):
         }
         records = [*parts, (path, payload)]
         head = fam.heads.get(fam.live)
-        forks = parent_ref is not None and existing is None and parent_id != fam.newest(ns) and parent_ref.sid != head
         conditions: dict[str, str] | None = None
         if not fresh:
-            if forks or parts or head is None:
+            if parts or head is None or self._moved(fam, fam.live):
                 return False
             conditions = {fam.live: head}
+        forks = (
+            parent_ref is not None
+            and existing is None
+            and parent_id != fam.newest(ns)
+            and parent_ref.sid not in fam.tips(fam.live)
+        )
+        if forks and not fresh:
+            return False
         if forks:
             assert parent_ref is not None  # nosec B101 -- type narrowing: forks is true only with a parent
             self._fork_store(fam, parent_ref.sid, records)
@@ -923,6 +969,7 @@ class _SovsealSaverBase(BaseCheckpointSaver[str]):
         """Store a task's pending writes (merged into its record, if it has one); caller holds the lock.
 
         ``fresh`` as for :meth:`_put_record`: otherwise a task's first writes, one record, are stored
+        (once the branch is seen to have no head the index does not know)
         with ``if_heads`` holding the writes branch's HEAD (and the live branch's, when the checkpoint
         is not in the index: the store then checks that no other handle has stored it meanwhile);
         merging into a stored record reads it, and parts act on more of the index, so those return
@@ -932,7 +979,7 @@ class _SovsealSaverBase(BaseCheckpointSaver[str]):
         path = fam.task_writes.get((ns, checkpoint_id), {}).get(task_id) or new_path
         conditions: dict[str, str] | None = None
         if not fresh:
-            if path in fam.merged or head is None:
+            if path in fam.merged or head is None or self._moved(fam, fam.writes):
                 return False
             conditions = {fam.writes: head}
         record = self._writes_record(fam, path) if path in fam.merged else None
@@ -960,7 +1007,7 @@ class _SovsealSaverBase(BaseCheckpointSaver[str]):
             # on the live branch, whose HEAD moved (archives appear only with a fork, which moves it
             # too). A fresh index looks now; otherwise the store checks the live HEAD as it appends.
             live_head = fam.heads.get(fam.live)
-            if conditions is not None and live_head is not None:
+            if conditions is not None and live_head is not None and not self._moved(fam, fam.live):
                 conditions[fam.live] = live_head
             else:
                 self._refresh(fam, only=fam.live)
@@ -1017,7 +1064,9 @@ class _SovsealSaverBase(BaseCheckpointSaver[str]):
         Each of the source's branches is forked (or, for a target branch left empty by
         ``delete_thread``, rolled forward) at the same snapshot, so the target holds the same
         checkpoint ids, metadata, namespaces and writes, and every record keeps the path it was
-        written under. A target that already has checkpoints is refused.
+        written under. A source branch that a pull left with several heads is forked at its HEAD,
+        and each other head goes to an archive branch of the target. A target that already has
+        checkpoints is refused.
         """
         self._guard()
         source, target = str(source_thread_id), str(target_thread_id)
@@ -1034,27 +1083,38 @@ class _SovsealSaverBase(BaseCheckpointSaver[str]):
             names = self._names(refresh=True)
             used = [parse_branch(n)[2] for n in names if (p := parse_branch(n)) and p[0] == target and p[1] == "archive"]  # type: ignore[index]
             next_archive = max(used, default=0)
-            for branch, head in src.heads.items():
+            for branch, head in list(src.heads.items()):
                 kind = (parse_branch(branch) or ("", "", 0))[1]
+                others = [t for t in src.others.get(branch, ()) if t is not None and t != self._s.anchor]
                 if kind == "live":
                     to = dst.live
                 elif kind == "writes":
                     to = dst.writes
+                elif head is None or head == self._s.anchor:
+                    to = None
                 else:
-                    if head is None or head == self._s.anchor:
-                        continue
                     next_archive += 1
                     to = archive_branch(target, next_archive)
-                at = head or self._s.anchor
-                if to in names:
-                    self._s.branch_view(to).rollback(at)
-                else:
-                    self._create_branch(to, at)
-                dst.heads[to] = at
-                dst.views[to] = dict(src.views.get(branch, {}))
+                if to is not None:
+                    at = head or self._s.anchor
+                    if to in names:
+                        self._s.branch_view(to).rollback(at)
+                    else:
+                        self._create_branch(to, at)
+                    dst.set_head(to, at)
+                    if others:  # the source's view is the merge of its heads; this branch shows one
+                        self._load_branch(dst, to)
+                    else:
+                        dst.views[to] = dict(src.views.get(branch, {}))
+                for other in others:
+                    next_archive += 1
+                    name = archive_branch(target, next_archive)
+                    self._create_branch(name, other)
+                    self._load_branch(dst, name)
             if dst.live not in dst.heads:
                 self._create_branch(dst.live, self._s.anchor)
-                dst.heads[dst.live], dst.views[dst.live] = self._s.anchor, {}
+                dst.set_head(dst.live, self._s.anchor)
+                dst.views[dst.live] = {}
             dst.metadata = dict(src.metadata)
             dst.derive()
             self._s.families[target] = dst

@@ -33,6 +33,7 @@ from typing import Any
 
 import numpy as np
 from langgraph.checkpoint.sovseal._common import (
+    branch_heads,
     decode_bytes,
     encode_bytes,
     ensure_anchor,
@@ -216,7 +217,7 @@ class SovsealStore(BaseStore):
                 with on_branch(handle, handle.branch):
                     handle.fork(anchor, branch=self.branch)
         self._items: dict[str, _Entry] = {}
-        self._head: str | None | bool = False  # False: nothing loaded yet
+        self._head: tuple[str | None, ...] | None = None  # the branch's heads the items were read at (None: not yet)
 
     @classmethod
     @contextmanager
@@ -268,10 +269,16 @@ class SovsealStore(BaseStore):
     # -- the item cache (decrypted values, in memory only), rebuilt when the branch moves ---------
 
     def _fresh(self) -> None:
+        """Reload the items if the branch's heads are not the ones they were read at.
+
+        All heads, not only HEAD: a pull can add one older than HEAD (the namespace was written on
+        two devices), and the branch's state is then the merge of both (per item, the write with the
+        newest clock wins, on every device alike).
+        """
+        heads = branch_heads(self._h, [self.branch])[self.branch]
+        if heads == self._head:
+            return
         with on_branch(self._h, self.branch):
-            head = self._h.snapshot()
-            if head == self._head:
-                return
             items: dict[str, _Entry] = {}
             for path in self._h.state():
                 if parse_item_path(path) is None:
@@ -279,7 +286,7 @@ class SovsealStore(BaseStore):
                 memory = self._h.get(path)
                 if memory is not None:
                     items[path] = self._entry(path, memory)
-        self._items, self._head = items, head
+        self._items, self._head = items, heads
 
     def _entry(self, path: str, memory: Any) -> _Entry:
         parsed = parse_item_path(path)
@@ -400,8 +407,8 @@ class SovsealStore(BaseStore):
         with on_branch(h, self.branch):
             if op.value is None:
                 result = h.delete(path)
-                if result is not None:
-                    self._head = result.snapshot_id
+                if result is not None:  # it went on every head: the one head now
+                    self._head = (result.snapshot_id,)
                 self._items.pop(path, None)
                 return
             existing = self._items.get(path)
@@ -420,8 +427,8 @@ class SovsealStore(BaseStore):
                 metadata["vectors"] = {name: _encode_vector(v) for name, v in embedded.items()}
             value = dict(op.value)
             result = h.store(path, value, metadata=metadata, type="semantic", provenance="explicit")
-        if not result.reinforced:
-            self._head = result.snapshot_id
+        if not result.reinforced:  # it went on every head: the one head now
+            self._head = (result.snapshot_id,)
         self._items[path] = _Entry(
             namespace=namespace,
             key=key,
