@@ -93,6 +93,30 @@ def list_paths(client: Sovseal, prefix: str) -> list[str]:
     return sorted(p for p in client.state() if p.startswith(prefix))
 
 
+def visible_under(client: Sovseal, prefix: str) -> dict[str, Any]:
+    """Every path visible at this handle's HEAD that starts with ``prefix``, and its payload.
+
+    Uses ``Sovseal.paths(prefix)`` and ``get`` when the SDK has it; otherwise ``state()``, which
+    opens every visible record of the store (correct, but linear in the whole store's size).
+    """
+    if has_method(client, "paths"):
+        found = {p: client.get(p) for p in client.paths(prefix)}  # type: ignore[attr-defined]
+        return {p: m.payload for p, m in found.items() if m is not None}
+    return {p: v for p, v in client.state().items() if p.startswith(prefix)}
+
+
+def branch_heads(client: Sovseal) -> tuple[str | None, ...]:
+    """Every head of this handle's branch, newest first.
+
+    After a pull a branch can have several heads (two devices wrote it), and a pull that brings in a
+    head older than HEAD leaves ``snapshot()`` as it was: a cache is keyed on all of them. Uses
+    ``Sovseal.heads_of(branch)`` when the SDK has it; otherwise ``status().heads`` (every branch).
+    """
+    if has_method(client, "heads_of"):
+        return tuple(client.heads_of(client.branch))  # type: ignore[attr-defined]
+    return tuple(client.status().heads.get(client.branch, ()))
+
+
 def payload_text(payload: Any) -> str:
     """A memory's payload as the text of a Document: a string as is, anything else as JSON."""
     if isinstance(payload, str):

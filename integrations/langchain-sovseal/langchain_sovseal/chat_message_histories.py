@@ -4,6 +4,10 @@ from __future__ import annotations
 
 import asyncio
 import os
+import re
+import threading
+import time
+import weakref
 from collections.abc import Sequence
 from typing import Any
 
@@ -12,10 +16,65 @@ from langchain_core.messages import BaseMessage, message_to_dict, messages_from_
 
 from sovseal import Sovseal
 
-from ._common import ROOT, accepts, check_key, check_segment, open_client
+from ._common import ROOT, accepts, branch_heads, check_key, check_segment, open_client, visible_under
 
-#: Message numbers are zero-padded so paths sort in conversation order.
+#: Numbers are zero-padded so paths sort in conversation order.
 _DIGITS = 8
+_CHAT_ROOT = f"{ROOT}-chat/"
+#: A message's name under its session: ``<base>.<batch>.<i>``, message i of a batch added when the
+#: session showed ``base`` messages, or ``<n>``, message n as earlier releases named it.
+_NAME = re.compile(rf"\d{{{_DIGITS}}}(?:\.[0-9a-f]{{24}}\.\d{{{_DIGITS}}})?")
+
+
+def _batch_id() -> str:
+    """A batch's id: the time in ns (16 hex digits), then 8 random ones, so concurrent batches sort by time."""
+    return f"{time.time_ns():016x}{os.urandom(4).hex()}"
+
+
+class _Listing:
+    """The chat records a handle's branch shows (every session), and the heads they were read at."""
+
+    __slots__ = ("heads", "payloads")
+
+    def __init__(self, heads: tuple[str | None, ...], payloads: dict[str, Any]) -> None:
+        self.heads = heads
+        self.payloads = payloads
+
+
+#: Per handle, per branch: reading a session lists the store's chat records (their names are not
+#: known in advance), so the listing is kept until the branch's heads move under it. Writes of this
+#: process update it in place.
+_LISTINGS: weakref.WeakKeyDictionary[Sovseal, dict[str, _Listing]] = weakref.WeakKeyDictionary()
+_LISTINGS_GUARD = threading.Lock()
+
+
+def _listing(client: Sovseal) -> _Listing:
+    heads = branch_heads(client)
+    with _LISTINGS_GUARD:
+        found = _LISTINGS.setdefault(client, {}).get(client.branch)
+    if found is not None and found.heads == heads:
+        return found
+    found = _Listing(heads, visible_under(client, _CHAT_ROOT))
+    with _LISTINGS_GUARD:
+        _LISTINGS.setdefault(client, {})[client.branch] = found
+    return found
+
+
+def _wrote(client: Sovseal, listing: _Listing, head: str | None, changes: dict[str, Any]) -> None:
+    """Fold this process's writes into the listing they were planned from (``None``: deleted).
+
+    Each write went on every head of the branch, so ``head`` is its one head now. Another writer
+    that moved the branch in between is seen at the next read (the heads then differ).
+    """
+    with _LISTINGS_GUARD:
+        if _LISTINGS.get(client, {}).get(client.branch) is not listing:
+            return
+        for path, payload in changes.items():
+            if payload is None:
+                listing.payloads.pop(path, None)
+            else:
+                listing.payloads[path] = payload
+        listing.heads = (head,)
 
 
 class SovsealChatMessageHistory(BaseChatMessageHistory):
@@ -27,12 +86,18 @@ class SovsealChatMessageHistory(BaseChatMessageHistory):
     ``langgraph.store.sovseal.SovsealStore`` for long-term memory). This class is the compatibility path
     for chains built on ``RunnableWithMessageHistory``.
 
-    Message ``n`` of a session is the record ``langchain-chat/<namespace>/<session_id>/<n>`` with the
-    message as its payload (``message_to_dict``), memory type ``episodic``, and metadata
+    Each message is a record under ``langchain-chat/<namespace>/<session_id>/``, named
+    ``<base>.<batch>.<i>``: message ``i`` of the batch ``add_messages`` stored when the session showed
+    ``base`` messages, ``batch`` a unique id that starts with the time. Its payload is the message
+    (``message_to_dict``), its memory type ``episodic``, its metadata
     ``{"session_id": ..., "role": "human" | "ai" | ...}``, so a sovseal recall can find what was said.
-    :meth:`clear` appends tombstones: the conversation stays in the lineage and a rollback restores it.
-    One writer per session at a time (two processes appending to the same session at once can
-    overwrite each other's message numbers).
+    Messages are read in name order: by ``base``, then by batch (time, then its random part), then
+    in the batch's order. Sessions written before this scheme (records named ``<n>``) read as before.
+
+    No two writers ever write the same record, so a session written on two devices at once (or by
+    two processes) keeps every message: after a sync both devices show both batches, each batch
+    whole, in the same order. :meth:`clear` appends tombstones: the conversation stays in the
+    lineage and a rollback restores it.
 
     Example:
         .. code-block:: python
@@ -85,45 +150,56 @@ class SovsealChatMessageHistory(BaseChatMessageHistory):
     def __exit__(self, *exc: object) -> None:
         self.close()
 
-    def _path(self, n: int) -> str:
-        return f"{self._prefix}{n:0{_DIGITS}d}"
-
-    def _payloads(self) -> list[Any]:
-        """The session's messages in order: records 0, 1, 2, ... up to the first one missing."""
-        out: list[Any] = []
-        while True:
-            memory = self._client.get(self._path(len(out)))
-            if memory is None:
-                return out
-            out.append(memory.payload)
+    def _records(self) -> tuple[_Listing, list[str]]:
+        """The listing read from, and this session's message paths in conversation order."""
+        listing = _listing(self._client)
+        start = len(self._prefix)
+        paths = sorted(p for p in listing.payloads if p.startswith(self._prefix) and _NAME.fullmatch(p[start:]))
+        return listing, paths
 
     @property
     def messages(self) -> list[BaseMessage]:  # type: ignore[override]
-        return messages_from_dict(self._payloads())
+        listing, paths = self._records()
+        return messages_from_dict([listing.payloads[p] for p in paths])
 
     async def aget_messages(self) -> list[BaseMessage]:
         return await asyncio.to_thread(lambda: self.messages)
 
     def add_messages(self, messages: Sequence[BaseMessage]) -> None:
-        start = len(self._payloads())
-        for i, message in enumerate(messages, start):
+        if not messages:
+            return
+        listing, paths = self._records()
+        batch = f"{self._prefix}{len(paths):0{_DIGITS}d}.{_batch_id()}."
+        items = []
+        for i, message in enumerate(messages):
             extra: dict[str, Any] = {"text": f"{message.type}: {message.text}"} if self._text else {}
-            self._client.store(
-                self._path(i),
-                message_to_dict(message),
-                metadata={"session_id": self.session_id, "role": message.type},
-                type="episodic",
-                provenance="observed",
-                **extra,
+            items.append(
+                {
+                    "path": f"{batch}{i:0{_DIGITS}d}",
+                    "payload": message_to_dict(message),
+                    "metadata": {"session_id": self.session_id, "role": message.type},
+                    "type": "episodic",
+                    "provenance": "observed",
+                    **extra,
+                }
             )
+        results = self._client.store_many(items)
+        stored = {item["path"]: self._client.get(item["path"]) for item in items}  # the payloads as a reader gets them
+        _wrote(self._client, listing, results[-1].snapshot_id, {p: m.payload for p, m in stored.items() if m is not None})
 
     async def aadd_messages(self, messages: Sequence[BaseMessage]) -> None:
         await asyncio.to_thread(self.add_messages, messages)
 
     def clear(self) -> None:
-        """Delete the session's messages, newest first (so a rollback never leaves a gap)."""
-        for i in reversed(range(len(self._payloads()))):
-            self._client.delete(self._path(i))
+        """Delete the session's messages, newest first."""
+        listing, paths = self._records()
+        head = None
+        for path in reversed(paths):
+            result = self._client.delete(path)
+            if result is not None:
+                head = result.snapshot_id
+        if head is not None:
+            _wrote(self._client, listing, head, dict.fromkeys(paths))
 
     async def aclear(self) -> None:
         await asyncio.to_thread(self.clear)

@@ -138,3 +138,38 @@ def test_validation(store_dir: Path, key: bytes) -> None:
             SovsealChatMessageHistory("s", client=mem, namespace="a/b")
         with pytest.raises(ValueError):
             SovsealChatMessageHistory("s", client=mem, path=store_dir)
+
+
+def test_a_session_written_by_an_earlier_release_reads_and_goes_on(store_dir: Path, key: bytes) -> None:
+    """Earlier releases named message n ``<n>`` (zero-padded); those sessions read in order and take
+    new batches after them."""
+    from langchain_core.messages import message_to_dict
+
+    with _client(store_dir, key) as mem:
+        for n, message in enumerate([HumanMessage("old question"), AIMessage("old answer")]):
+            mem.store(f"langchain-chat/default/s/{n:08d}", message_to_dict(message), metadata={"session_id": "s", "role": message.type})
+        history = SovsealChatMessageHistory("s", client=mem)
+        assert [m.content for m in history.messages] == ["old question", "old answer"]
+        history.add_messages([HumanMessage("new question"), AIMessage("new answer")])
+        assert [m.content for m in history.messages] == ["old question", "old answer", "new question", "new answer"]
+        assert [m.content for m in SovsealChatMessageHistory("s", client=mem).messages][-1] == "new answer"
+        history.clear()
+        assert history.messages == [] and SovsealChatMessageHistory("s", client=mem).messages == []
+
+
+def test_the_listing_follows_other_writers_on_the_branch(store_dir: Path, key: bytes) -> None:
+    """A session's records are listed once and kept while the branch's heads stay put: another
+    handle's write, a rollback or a second history object on the same session are all seen."""
+    with _client(store_dir, key) as mem:
+        first = SovsealChatMessageHistory("s", client=mem)
+        first.add_messages([HumanMessage("one")])
+        before = mem.snapshot()
+        second = SovsealChatMessageHistory("s", client=mem)
+        second.add_messages([AIMessage("two")])
+        assert [m.content for m in first.messages] == ["one", "two"]
+        with Sovseal(store_dir, key=key, embedder=DeterministicFakeEmbedding(size=8).embed_documents) as other:
+            SovsealChatMessageHistory("s", client=other).add_messages([HumanMessage("three")])
+        assert [m.content for m in first.messages] == ["one", "two", "three"]
+        assert before is not None
+        mem.rollback(before)
+        assert [m.content for m in second.messages] == ["one"]
