@@ -209,3 +209,20 @@ def test_chat_history_is_in_the_lineage(client) -> None:
         assert texts(await store.get_messages("k")) == ["one", "two"]
 
     asyncio.run(run())
+
+
+def test_a_chat_written_by_an_earlier_release_reads_and_goes_on(client) -> None:
+    """Earlier releases named a message ``{seq:012d}`` with no batch: such chats order by seq, and
+    new messages go after them."""
+    for seq, text in enumerate(["old one", "old two"]):
+        client.store(
+            f"llamaindex/chat/c/{seq:012d}",
+            user(text).model_dump(mode="json"),
+            metadata={"chat_key": "c", "seq": seq, "status": "active", "role": "user"},
+            type="episodic",
+        )
+    store = SovsealChatStore(client)
+    asyncio.run(store.add_messages("c", [user("new one"), bot("new two")]))
+    assert texts(asyncio.run(store.get_messages("c"))) == ["old one", "old two", "new one", "new two"]
+    assert asyncio.run(store.delete_message("c", 1)).content == "old two"
+    assert texts(asyncio.run(store.get_messages("c"))) == ["old one", "new one", "new two"]

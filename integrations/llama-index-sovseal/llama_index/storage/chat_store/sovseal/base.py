@@ -6,11 +6,18 @@
 - ``SovsealLegacyChatStore(BaseChatStore)`` is the same data behind the older interface that
   ``ChatMemoryBuffer`` takes.
 
-A message of chat ``key`` lives at ``{prefix}{quote(key)}/{seq:012d}``: the payload is the
-``ChatMessage`` as JSON, the record metadata ``{"chat_key", "seq", "status", "role"}`` (sealed like
-the rest), the memory type ``episodic``. ``seq`` counts the key's messages from 0 and is the "id" of
-:meth:`SovsealChatStore.delete_message`. Archiving stores the record again with status
-``archived``: a new snapshot, so the lineage shows when each message left the active window.
+A message of chat ``key`` lives at ``{prefix}{quote(key)}/{seq:012d}.{batch}``: the payload is the
+``ChatMessage`` as JSON, the record metadata ``{"chat_key", "seq", "status", "role", "base",
+"batch"}`` (sealed like the rest), the memory type ``episodic``. ``seq`` numbers the key's messages
+from 0 (one more than the highest before) and is the "id" of :meth:`SovsealChatStore.delete_message`;
+``batch`` is a unique id per call that adds messages (the time, then random digits) and ``base`` the
+first ``seq`` of that call. Messages are ordered by ``(base, batch, seq)``: in the order added, and
+when two devices added messages to one chat before seeing each other's, one device's batch whole and
+then the other's (the earlier ``batch`` first), the same on every device after a sync. Those two
+batches can share ``seq`` numbers; ``delete_message`` then deletes the first in that order. Records
+written before ``batch`` existed (``{seq:012d}``) order by their ``seq``. Archiving stores the
+record again with status ``archived``: a new snapshot, so the lineage shows when each message left
+the active window.
 """
 
 from __future__ import annotations
@@ -18,6 +25,7 @@ from __future__ import annotations
 import asyncio
 import os
 import threading
+import time
 from typing import TYPE_CHECKING, Any, Self
 from urllib.parse import quote
 
@@ -54,7 +62,7 @@ class _Chats:
         if status is not None:
             where["metadata"]["status"] = MessageStatus(status).value
         found = _sdk.find(self.client, plan(kp, where), prefix=kp)
-        return sorted(found, key=lambda m: m.metadata["seq"])
+        return sorted(found, key=_order)
 
     @staticmethod
     def message(memory: Memory) -> ChatMessage:
@@ -73,11 +81,19 @@ class _Chats:
 
     def _items(self, key: str, first_seq: int, messages: list[ChatMessage], status: MessageStatus) -> list[dict[str, Any]]:
         kp = self._key_prefix(key)
+        batch = f"{time.time_ns():016x}{os.urandom(4).hex()}"  # unique, and concurrent batches sort by time
         return [
             {
-                "path": f"{kp}{seq:012d}",
+                "path": f"{kp}{seq:012d}.{batch}",
                 "payload": message.model_dump(mode="json"),
-                "metadata": {"chat_key": key, "seq": seq, "status": MessageStatus(status).value, "role": str(message.role.value)},
+                "metadata": {
+                    "chat_key": key,
+                    "seq": seq,
+                    "status": MessageStatus(status).value,
+                    "role": str(message.role.value),
+                    "base": first_seq,
+                    "batch": batch,
+                },
                 "type": "episodic",
             }
             for seq, message in enumerate(messages, first_seq)
@@ -88,7 +104,7 @@ class _Chats:
             return
         with self.lock:
             recs = self.records(key)
-            first = recs[-1].metadata["seq"] + 1 if recs else 0
+            first = max(m.metadata["seq"] for m in recs) + 1 if recs else 0
             _sdk.store_many(self.client, self._items(key, first, list(messages), status))
 
     def set(self, key: str, messages: list[ChatMessage], status: MessageStatus = MessageStatus.ACTIVE) -> None:
@@ -144,6 +160,12 @@ class _Chats:
     def keys(self) -> list[str]:
         found = _sdk.find(self.client, plan(self.prefix, None), prefix=self.prefix)
         return sorted({m.metadata["chat_key"] for m in found if "chat_key" in m.metadata})
+
+
+def _order(memory: Memory) -> tuple[int, str, int]:
+    """Where a message goes in its chat: (first seq of its batch, batch id, seq)."""
+    meta = memory.metadata
+    return (meta.get("base", meta["seq"]), meta.get("batch", ""), meta["seq"])
 
 
 def _open(client: Any, path: Any, key: Any, embedder: Any, client_kwargs: Any) -> tuple[Any, bool]:
