@@ -17,7 +17,7 @@ from datetime import UTC, datetime
 from typing import TYPE_CHECKING, Any
 
 from .entries import Entry, make_entry, memory_text
-from .errors import IntegrityError, InvalidInputError, StoreClosedError
+from .errors import EmbedderMismatchError, IntegrityError, InvalidInputError, StoreClosedError
 from .frames import Op
 from .keys import coerce_key, load_master_key
 from .paths import store_dir, store_exists
@@ -29,6 +29,8 @@ from .store import DEFAULT_BRANCH, Appended, LocalStore, Opened
 from .wire import WireItem
 
 if TYPE_CHECKING:  # numpy, the index (pyarrow, LanceDB) and recall load on first use: reads need none of them
+    from pathlib import Path
+
     import numpy as np
 
     from .index import VectorIndex
@@ -55,6 +57,7 @@ class _Shared:
         self.embedder = embedder
         self.index: VectorIndex | None = None
         self.recaller: RecallEngine | None = None
+        self.mismatch: EmbedderMismatchError | None = None  # the index holds another model's vectors
         self.lock = threading.Lock()
         self.listeners: dict[str, list[Callable[..., None]]] = defaultdict(list)
         self.closed = False  # close() ran (the storage may also have closed itself after a lost batch)
@@ -172,12 +175,15 @@ class Sovseal:
 
     def ready(self) -> None:
         """Warm the embedder, open the vector index and start loading the recall catalog
-        (in the background), so the first call is fast."""
+        (in the background), so the first call is fast.
+
+        An index filled by another model is not opened and does not fail this call (reads and
+        writes work): recall raises ``EmbedderMismatchError``."""
         embedder = self._embed_fn()
         warm = getattr(embedder, "ready", None)
         if callable(warm):
             warm()
-        self._vector_index()
+        self._index_if_current()
         self._recall_engine()
 
     def close(self) -> None:
@@ -252,16 +258,97 @@ class Sovseal:
         return vectors / np.where(norms == 0, 1, norms)
 
     def _vector_index(self, dim: int | None = None) -> VectorIndex:
-        shared = self._shared
-        if shared.index is None and dim is None:
-            dim = int(self._embed(["dimension probe"]).shape[1])  # outside the lock: it may load the model
-        with shared.lock:
-            if shared.index is None:
-                from .index import VectorIndex
+        """The vector index, opened on first use for this handle's embedder.
 
-                assert dim is not None  # nosec B101 -- type narrowing: dim was computed above whenever the index was missing
-                shared.index = VectorIndex(self.path / "index", dim, read_only=self._store.read_only)
+        ``dim``, when given, is the dimension of vectors this embedder just returned (else one text
+        is embedded to learn it). The first opening records the embedder's fingerprint in
+        ``index/model.json``, or compares it with the one recorded there: an index filled by
+        another model is not opened, and this raises ``EmbedderMismatchError`` (every time, for
+        this open store) until ``sovseal rebuild-index`` re-embeds it (docs/embedder.md).
+        """
+        shared = self._shared
+        index = shared.index
+        if index is not None:
+            return index
+        if shared.mismatch is not None:
+            raise shared.mismatch
+        if dim is None:
+            dim = int(self._embed(["dimension probe"]).shape[1])  # outside the lock: it may load the model
+        from .embed.fingerprint import fingerprint_of
+
+        current = fingerprint_of(self._embed_fn(), dim)  # outside the lock: the built-in model loads first
+        with shared.lock:
+            if shared.index is None and shared.mismatch is None:
+                self._open_index(current, dim)
+            if shared.mismatch is not None:
+                raise shared.mismatch
+            assert shared.index is not None  # nosec B101 -- type narrowing: _open_index set one or the other
             return shared.index
+
+    def _open_index(self, current: dict[str, Any], dim: int) -> None:
+        """Check ``current`` against ``index/model.json`` (recording it if there is none), then open
+        the index, or set ``mismatch``. The caller holds the shared lock."""
+        from .embed.fingerprint import describe, same_model
+        from .index import VectorIndex
+
+        directory = self.path / "index"
+        recorded, unreadable = self._recorded_model(directory, current)
+        if unreadable is not None or (recorded is not None and not same_model(recorded, current)):
+            what = f"an unreadable {directory / 'model.json'} ({unreadable})" if unreadable else describe(recorded)
+            self._shared.mismatch = EmbedderMismatchError(
+                f"the vector index of {self.path} was embedded by {what}, and this handle embeds with {describe(current)}: "
+                "vectors of two models cannot be compared, so recall is refused until the index is rebuilt. "
+                "Reads work, and new memories are still stored (the rebuild embeds them). "
+                "To switch the store to the current model, run `sovseal rebuild-index` with the same SOVSEAL_MODEL_DIR "
+                "(it re-embeds every memory, with a progress bar, and records the model); "
+                "from Python, sovseal.ops.rebuild_index(path, embedder=...) does the same for any embedder. "
+                "To keep the old model, open the store with it again (the same SOVSEAL_MODEL_DIR or embedder)",
+                recorded=recorded,
+                current=current,
+            )
+            return
+        self._shared.index = VectorIndex(directory, dim, read_only=self._store.read_only)
+
+    def _recorded_model(self, directory: Path, current: dict[str, Any]) -> tuple[dict[str, Any] | None, str | None]:
+        """(the fingerprint ``index/model.json`` records, why it is unreadable). Without one (a new
+        index, or one made before fingerprints were recorded), ``current`` is recorded and
+        adopted; a read-only store adopts it without writing."""
+        from .durable import atomic_write, make_dirs
+        from .embed.fingerprint import RECORD, decode_record, encode_record
+        from .filelock import WriterLock
+
+        path = directory / RECORD
+        if self._store.read_only:
+            if not path.exists():
+                return None, None
+            try:
+                return decode_record(path.read_bytes()), None
+            except (OSError, ValueError) as exc:
+                return None, str(exc)
+        make_dirs(directory)
+        lock = WriterLock(directory / "open.lock", timeout=60.0)  # index.py's open lock: two first openings record one model
+        try:
+            lock.acquire()
+            try:
+                if not path.exists():
+                    atomic_write(path, encode_record(current))
+                    return None, None
+                try:
+                    return decode_record(path.read_bytes()), None
+                except (OSError, ValueError) as exc:
+                    return None, str(exc)
+            finally:
+                lock.release()
+        finally:
+            lock.close()
+
+    def _index_if_current(self, dim: int | None = None) -> VectorIndex | None:
+        """:meth:`_vector_index`, or None when the index holds another model's vectors: a write
+        then goes to the journal only (the rebuild embeds it), and warming up skips the index."""
+        try:
+            return self._vector_index(dim)
+        except EmbedderMismatchError:
+            return None
 
     def _check_open(self) -> None:
         if self._store.closed:
@@ -344,10 +431,8 @@ class Sovseal:
             given = np.asarray(vectors, dtype=np.float32)
             if given.ndim != 2 or given.shape[0] != len(entries):
                 raise InvalidInputError(f"vectors must have one row per item: {len(entries)} rows, got shape {given.shape}")
-            if indexed and self._vector_index(int(given.shape[1])).dim != given.shape[1]:
-                raise InvalidInputError(
-                    f"vectors have {given.shape[1]} dimensions; this store's index has {self._vector_index().dim}"
-                )
+            if indexed and (index := self._index_if_current()) is not None and index.dim != given.shape[1]:
+                raise InvalidInputError(f"vectors have {given.shape[1]} dimensions; this store's index has {index.dim}")
             norms = np.linalg.norm(given, axis=1, keepdims=True)
             given = given / np.where(norms == 0, 1, norms)
             rows = {i: given[i] for i in indexed}
@@ -370,10 +455,9 @@ class Sovseal:
     def _indexed(self, entry: Entry, appended: Appended | None, vector: np.ndarray | None) -> StoreResult:
         """Hand a durable record to the indexes (its vector, its keywords)."""
         assert appended is not None  # nosec B101 -- type narrowing: only a delete can append nothing
-        if vector is not None:
-            vectors = self._vector_index(int(vector.shape[0]))
-            if vectors.missing([appended.node.idx]):
-                vectors.add([appended.node.idx], vector[None, :])
+        vectors = None if vector is None else self._index_if_current(int(vector.shape[0]))  # None: another model's index
+        if vector is not None and vectors is not None and vectors.missing([appended.node.idx]):
+            vectors.add([appended.node.idx], vector[None, :])
         recaller = self._shared.recaller
         if recaller is not None:  # not started yet: its first load reads this record from the journal
             recaller.added(appended.node, entry)
@@ -572,6 +656,11 @@ class Sovseal:
         if norm > 0:
             v = v / norm
         tree, branch = self._search_args(k, filter, branch)
+        if self._shared.index is None:
+            with self._store.reading() as lineage:
+                empty = not lineage.nodes
+            if not empty:
+                self._vector_index()  # the index of this handle's embedder, or EmbedderMismatchError
         found = self._recall_engine().by_vector(v, k, tree, branch)
         return [self._memory(opened, score) for opened, score in found]
 
@@ -674,8 +763,8 @@ class Sovseal:
         result = self.replication.pull(progress)
         with self._store.reading() as lineage:
             visible = {idx for branch in lineage.branches.values() for idx in lineage.view(branch).values()}
-        if visible:
-            self._index_missing(self._vector_index(), visible)
+        if visible and (index := self._index_if_current()) is not None:  # None: another model's index, rebuild-index embeds
+            self._index_missing(index, visible)
         if self._shared.listeners["conflict"]:
             for name in self.branches():
                 for conflict in self.conflicts(branch=name):

@@ -145,3 +145,20 @@ class ServerMisbehaviourError(ReplicationError):
     item imported, so a later pull from an honest server carries on. Check the endpoint (is it
     your sovseal server, or a proxy in front of it?); ``code`` says which rule the answer broke.
     """
+
+
+class EmbedderMismatchError(SovsealError):
+    """The store's vector index was filled by another embedding model than this handle's embedder.
+
+    Vectors of two models cannot be compared, so recall and recall_by_vector are refused; reads
+    (get, state, log, verify, export) work, and store() still writes durably to the journal (the
+    new record gets no vector until the rebuild). ``recorded`` and ``current`` are the two
+    fingerprints (see :mod:`sovseal.embed.fingerprint`). Switch the store to the current model with
+    ``sovseal rebuild-index`` (``sovseal.ops.rebuild_index``), which re-embeds every memory and
+    records it; or open the store with the model it was built with.
+    """
+
+    def __init__(self, message: str, *, recorded: dict[str, object] | None = None, current: dict[str, object] | None = None) -> None:
+        super().__init__(message)
+        self.recorded = recorded
+        self.current = current

@@ -396,8 +396,12 @@ def rebuild_index(
     """Drop the store's vector index and rebuild it by re-embedding the memories visible on every branch.
 
     The index is derived data (DESIGN.md section 4): the sealed journal is the source of truth, so
-    this loses nothing. Other processes should not have the store open meanwhile. Returns the
-    number of branches indexed; progress is counted in branches.
+    this loses nothing. It is also how a store switches embedding model: the new index records the
+    fingerprint of ``embedder`` (default: the on-device model, as ``SOVSEAL_MODEL_DIR`` selects it)
+    in ``index/model.json``, and recall, refused with ``EmbedderMismatchError`` while the index
+    held another model's vectors, works again (docs/embedder.md). Other processes should not have
+    the store open meanwhile. Returns the number of branches indexed; progress is counted in
+    branches.
 
     SDK gap: the SDK has no ``rebuild_index``; this removes ``<store>/index`` and lets the SDK
     re-embed what recall needs, one branch at a time.
@@ -409,6 +413,7 @@ def rebuild_index(
     shutil.rmtree(directory / "index", ignore_errors=True)
     mem, _ = open_store(directory, key_text=key_text, embedder=embedder)
     with mem:
+        mem.ready()  # loads the model and records its fingerprint, even in a store with nothing to embed
         if progress:
             progress(0, len(names))
         for done, name in enumerate(names, 1):

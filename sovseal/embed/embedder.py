@@ -24,6 +24,7 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
+from sovseal.embed.model_dir import sha256
 from sovseal.embed.resolve import resolve_model
 from sovseal.errors import InvalidInputError, ModelUnavailableError
 
@@ -45,6 +46,7 @@ def _import_onnxruntime() -> Any:
     return onnxruntime
 
 
+MODEL_NAME = "all-MiniLM-L6-v2"
 DIM = 384
 MAX_TOKENS = 256
 BATCH_SIZE = 16
@@ -86,10 +88,30 @@ class Embedder:
         self._query_cache: OrderedDict[str, np.ndarray] = OrderedDict()
         self.origin: str | None = None  # where the model was loaded from, once ready
         self.model_sha256: str | None = None  # identifies the vectors: a different digest means re-embed
+        self.tokenizer_sha256: str | None = None
 
     def ready(self) -> None:
         """Resolve, verify and load the model, then run it once so the first real call is not slow."""
         self._loaded()
+
+    def fingerprint(self) -> dict[str, Any]:
+        """What identifies this embedder's vectors (loads the model first): a store records it with its
+        index and refuses recall with another (see :mod:`sovseal.embed.fingerprint`).
+
+        ``origin`` (where the files were read from) is informational; the digests of the model and
+        tokenizer files actually run, the dimension, pooling, normalisation and truncation are compared.
+        """
+        self._loaded()
+        return {
+            "model": MODEL_NAME,
+            "origin": self.origin,
+            "model_sha256": self.model_sha256,
+            "tokenizer_sha256": self.tokenizer_sha256,
+            "dim": DIM,
+            "pooling": "mean",
+            "normalize": "l2",
+            "max_tokens": MAX_TOKENS,
+        }
 
     def embed_documents(self, texts: Sequence[str]) -> np.ndarray:
         """Embed ``texts``: an (n, 384) float32 array of unit vectors, in the order given."""
@@ -177,6 +199,7 @@ class Embedder:
         )
         self._run(model, [tokenizer.encode("").ids])  # warm-up: the first run allocates and initialises kernels
         self.origin, self.model_sha256 = files.origin, files.model_sha256
+        self.tokenizer_sha256 = sha256(files.tokenizer)
         return model
 
     def _run(self, model: _Model, ids: list[list[int]]) -> np.ndarray:
