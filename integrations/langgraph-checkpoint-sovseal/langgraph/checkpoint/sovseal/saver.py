@@ -19,8 +19,12 @@ The mapping (docs/integrations/langgraph.md has the long form):
   thread on the records it keeps. The old records stay sealed in the lineage.
 
 The saver keeps an in-memory index (paths and snapshot ids) built from ``log()`` the first time
-a thread is touched, and checks the branch HEADs before every read, and as every write appends
-(``store(if_heads=...)``), so records written by another process are picked up. It also keeps the
+a thread is touched, and checks the branches' heads before every read and every write, and HEAD
+again as the write appends (``store(if_heads=...)``), so records written by another process, or
+pulled from another device, are picked up. A thread written on two devices has, after a sync, two
+heads on its branches: the index holds what both hold, the latest checkpoint is the greatest id as
+always, and the next checkpoint stored goes on both heads (docs/integrations/langgraph.md, "On two
+devices"). It also keeps the
 payloads it opened or sealed (``_Opened``), and rechecks each one's frame on disk whenever it
 returns it.
 """
