@@ -123,6 +123,26 @@ def test_checkpoints_put_on_two_devices_then_a_put_on_each_converges(devices: De
     assert saver_a.verify("direct").ok and saver_b.verify("direct").ok
 
 
+def test_a_run_under_way_when_the_pull_comes_in_goes_on_without_forking(devices: Devices) -> None:
+    """A device whose run is mid-way pulls newer checkpoints from the other: its next checkpoint (parent:
+    its own last one, a head of the thread) goes on both heads, with no archive branch."""
+    saver_a, saver_b = SovsealSaver(devices.a), SovsealSaver(devices.b)
+    config = _thread("under-way")
+    a1 = _put(saver_a, config, 0, "a1")
+    b1 = _put(saver_b, config, 0, "b1")
+    b2 = _put(saver_b, config, 1, "b2", b1)
+    devices.sync()
+    assert saver_a.get_tuple(config).config == b2  # the newest id, on a's side too
+    a2 = _put(saver_a, config, 1, "a2", a1)  # a's run goes on from where it was
+    assert saver_a.get_tuple(config).config == a2
+    assert saver_a.get_tuple(a2).parent_config["configurable"]["checkpoint_id"] == a1["configurable"]["checkpoint_id"]
+    assert not [b for b in devices.a.branches() if ":fork:" in b]
+    assert len(devices.a.status().heads[live_branch("under-way")]) == 1
+    devices.sync()
+    assert _listed(saver_a, config) == _listed(saver_b, config)
+    assert [c.config for c in saver_b.list(config)] == [a2, b2, b1, a1]
+
+
 def test_pending_writes_on_the_same_checkpoint_from_two_devices_are_all_kept(devices: Devices) -> None:
     saver_a, saver_b = SovsealSaver(devices.a), SovsealSaver(devices.b)
     config = _thread("writes")
@@ -166,6 +186,8 @@ def test_a_store_namespace_written_on_two_devices(devices: Devices) -> None:
     [conflict] = [c for c in devices.a.conflicts() if c.path.endswith("=same")]
     assert winner_a.value == conflict.versions[0].payload  # the core's rule: the newest (clock, id)
     assert store_a.list_namespaces() == store_b.list_namespaces() == [ns]
+    by_meaning = [{item.key for item in store.search(ns, query="what does ada drink?")} for store in (store_a, store_b)]
+    assert by_meaning[0] == by_meaning[1] == {"from-a", "from-b", "same"}  # recall sees the merged branch
 
     # The next put on one device merges; after a sync both agree again.
     store_b.put(ns, "same", {"editor": "helix"})
