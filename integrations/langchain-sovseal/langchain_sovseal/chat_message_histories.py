@@ -69,12 +69,13 @@ def _wrote(client: Sovseal, listing: _Listing, head: str | None, changes: dict[s
     with _LISTINGS_GUARD:
         if _LISTINGS.get(client, {}).get(client.branch) is not listing:
             return
+        payloads = dict(listing.payloads)  # a new dict: a reader in another thread keeps the one it took
         for path, payload in changes.items():
             if payload is None:
-                listing.payloads.pop(path, None)
+                payloads.pop(path, None)
             else:
-                listing.payloads[path] = payload
-        listing.heads = (head,)
+                payloads[path] = payload
+        listing.payloads, listing.heads = payloads, (head,)
 
 
 class SovsealChatMessageHistory(BaseChatMessageHistory):
@@ -150,17 +151,18 @@ class SovsealChatMessageHistory(BaseChatMessageHistory):
     def __exit__(self, *exc: object) -> None:
         self.close()
 
-    def _records(self) -> tuple[_Listing, list[str]]:
-        """The listing read from, and this session's message paths in conversation order."""
+    def _records(self) -> tuple[_Listing, dict[str, Any], list[str]]:
+        """The listing read from, its records, and this session's message paths in conversation order."""
         listing = _listing(self._client)
+        payloads = listing.payloads
         start = len(self._prefix)
-        paths = sorted(p for p in listing.payloads if p.startswith(self._prefix) and _NAME.fullmatch(p[start:]))
-        return listing, paths
+        paths = sorted(p for p in payloads if p.startswith(self._prefix) and _NAME.fullmatch(p[start:]))
+        return listing, payloads, paths
 
     @property
     def messages(self) -> list[BaseMessage]:  # type: ignore[override]
-        listing, paths = self._records()
-        return messages_from_dict([listing.payloads[p] for p in paths])
+        _, payloads, paths = self._records()
+        return messages_from_dict([payloads[p] for p in paths])
 
     async def aget_messages(self) -> list[BaseMessage]:
         return await asyncio.to_thread(lambda: self.messages)
@@ -168,7 +170,7 @@ class SovsealChatMessageHistory(BaseChatMessageHistory):
     def add_messages(self, messages: Sequence[BaseMessage]) -> None:
         if not messages:
             return
-        listing, paths = self._records()
+        listing, _, paths = self._records()
         batch = f"{self._prefix}{len(paths):0{_DIGITS}d}.{_batch_id()}."
         items = []
         for i, message in enumerate(messages):
@@ -192,7 +194,7 @@ class SovsealChatMessageHistory(BaseChatMessageHistory):
 
     def clear(self) -> None:
         """Delete the session's messages, newest first."""
-        listing, paths = self._records()
+        listing, _, paths = self._records()
         head = None
         for path in reversed(paths):
             result = self._client.delete(path)
