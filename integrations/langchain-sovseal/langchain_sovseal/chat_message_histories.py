@@ -16,7 +16,15 @@ from langchain_core.messages import BaseMessage, message_to_dict, messages_from_
 
 from sovseal import Sovseal
 
-from ._common import ROOT, accepts, branch_heads, check_key, check_segment, open_client, visible_under
+from ._common import (
+    ROOT,
+    accepts,
+    branch_heads,
+    check_key,
+    check_segment,
+    open_client,
+    visible_under,
+)
 
 #: Numbers are zero-padded so paths sort in conversation order.
 _DIGITS = 8

@@ -5,6 +5,7 @@ messages from both devices in the same order, each device's batch together."""
 
 from __future__ import annotations
 
+import pytest
 from langchain_core.documents import Document
 from langchain_core.embeddings import Embeddings
 from langchain_core.messages import AIMessage, HumanMessage
@@ -62,3 +63,22 @@ def test_langchain_chat_history_keeps_both_devices_messages_in_one_order(devices
     assert chat_a.messages == chat_b.messages == []
 
 
+
+
+def test_the_chat_listing_uses_heads_of_when_the_sdk_has_it(devices: Devices, monkeypatch: pytest.MonkeyPatch) -> None:
+    from sovseal import Sovseal
+
+    asked: list[str] = []
+
+    def heads_of(self: Sovseal, branch: str) -> list[str | None]:
+        asked.append(branch)
+        return self.status().heads[branch]
+
+    monkeypatch.setattr(Sovseal, "heads_of", heads_of, raising=False)
+    chat_a, chat_b = SovsealChatMessageHistory("sdk", client=devices.a), SovsealChatMessageHistory("sdk", client=devices.b)
+    chat_a.add_messages([HumanMessage(content="from a")])
+    chat_b.add_messages([HumanMessage(content="from b")])
+    devices.sync()
+    assert [m.content for m in chat_a.messages] == [m.content for m in chat_b.messages]
+    assert sorted(m.content for m in chat_a.messages) == ["from a", "from b"]
+    assert asked and set(asked) == {"main"}
