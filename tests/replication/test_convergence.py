@@ -13,6 +13,7 @@ the same with shrinking. ``bench/bench_convergence.py`` runs the long soak.
 from __future__ import annotations
 
 import dataclasses
+import os
 import random
 from collections.abc import Iterator
 from dataclasses import dataclass, field
@@ -261,14 +262,15 @@ class Devices(RuleBasedStateMachine):
             self.world.close()
 
 
-def test_a_hypothesis_state_machine_of_three_devices_converges(tmp_path: Path, key: bytes, sqlite_database: str) -> None:
+def test_a_hypothesis_state_machine_of_three_devices_converges(tmp_path: Path, sqlite_database: str) -> None:
     with ServerThread(sqlite_database) as server:
-        api = server.storage.create_api_key()
         runs = iter(range(1000))
 
         class Machine(Devices):
             def __init__(self) -> None:
-                self.world = World(tmp_path / f"run-{next(runs)}", key, server.url, api)
+                # Each example is a project of its own (its own key and API key): examples must not
+                # pull the devices of the examples before them.
+                self.world = World(tmp_path / f"run-{next(runs)}", os.urandom(32), server.url, server.storage.create_api_key())
                 super().__init__()
 
         run = settings(max_examples=6, stateful_step_count=25, deadline=None, suppress_health_check=list(HealthCheck))(Machine)
