@@ -66,13 +66,25 @@ class _Shared:
 _ITEM_KEYS = frozenset({"path", "payload", "metadata", "type", "provenance", "text", "index"})
 
 
-def _head_conditions(if_heads: object) -> dict[str, str] | None:
-    """``if_heads`` of store(), checked: a mapping of branch names to snapshot ids (or None)."""
+def _head_conditions(if_heads: object) -> dict[str, str | frozenset[str]] | None:
+    """``if_heads`` of store(), checked: branch names to a snapshot id (the primary head) or a list
+    of snapshot ids (every head of the branch, in any order)."""
     if if_heads is None:
         return None
-    if not isinstance(if_heads, Mapping) or not all(isinstance(k, str) and isinstance(v, str) for k, v in if_heads.items()):
-        raise InvalidInputError(f"if_heads must map branch names to snapshot ids such as 'snap_<64 hex>', got {if_heads!r}")
-    return dict(if_heads)
+    out: dict[str, str | frozenset[str]] = {}
+    if isinstance(if_heads, Mapping):
+        for name, value in if_heads.items():
+            if isinstance(name, str) and isinstance(value, str):
+                out[name] = value
+            elif isinstance(name, str) and isinstance(value, (list, tuple)) and all(isinstance(v, str) for v in value):
+                out[name] = frozenset(value)
+            else:
+                break
+        else:
+            return out
+    raise InvalidInputError(
+        f"if_heads must map branch names to a snapshot id such as 'snap_<64 hex>' or a list of them, got {if_heads!r}"
+    )
 
 
 def _store_entry(
@@ -367,7 +379,7 @@ class Sovseal:
         parent: str | None = None,
         text: str | None = None,
         index: bool = True,
-        if_heads: Mapping[str, str] | None = None,
+        if_heads: Mapping[str, str | Sequence[str]] | None = None,
     ) -> StoreResult:
         """Store ``payload`` at ``path``: durable on disk before this returns.
 
@@ -378,7 +390,8 @@ class Sovseal:
         with ``text=""``, so ``text`` cannot be given with it.
 
         ``if_heads`` ({branch name: snapshot id}, this handle's branch or others) stores only if
-        each of those branches' HEAD is still that snapshot, checked as the record is appended (under
+        each of those branches' HEAD is still that snapshot (with a list of ids: only if the branch's
+        heads are exactly those, which also catches a pull that added a head), checked as the record is appended (under
         the writer lock, after catching up with other processes); if another writer moved one,
         nothing is stored and HeadMovedError is raised. A caller that keeps its own index of some
         branches (the LangGraph saver) writes from it this way instead of reading their HEADs first.
@@ -445,7 +458,7 @@ class Sovseal:
         return [self._indexed(entry, done, rows.get(i)) for i, (entry, done) in enumerate(zip(entries, appended, strict=True))]
 
     def _commit(
-        self, entry: Entry, vector: np.ndarray | None, parent: str | None, if_heads: dict[str, str] | None = None
+        self, entry: Entry, vector: np.ndarray | None, parent: str | None, if_heads: dict[str, str | frozenset[str]] | None = None
     ) -> StoreResult:
         """Append one checked entry durably, then index it (its vector, its keywords)."""
         if self.replication is not None:
@@ -806,6 +819,16 @@ class Sovseal:
             return []
         targets = sorted(branch.heads.values(), key=self._store.order, reverse=True)
         return [self._store.sid_of(t) if t >= 0 else None for t in targets]
+
+    def heads_of(self, branch: str | None = None) -> list[str | None]:
+        """This branch's (or ``branch``'s) heads, newest first: one when it is merged, several after
+        a pull brought concurrent writes (the next write merges them). None stands for a branch
+        with no snapshot yet. UnknownBranchError for a branch that does not exist."""
+        self._check_open()
+        name = branch or self.branch
+        with self._store.reading():
+            self._store.branch(name)
+            return self._heads(name)
 
     def conflicts(self, *, branch: str | None = None) -> list[Conflict]:
         """Paths written concurrently on this branch (or ``branch``) that its heads disagree on.

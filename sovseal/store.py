@@ -634,7 +634,7 @@ class LocalStore:
             self._append([self._branch_frame(fr.BranchReason.CREATE, name, -1)])
 
     def append(
-        self, branch_name: str, entry: Entry, *, parent: str | None = None, if_heads: Mapping[str, str] | None = None
+        self, branch_name: str, entry: Entry, *, parent: str | None = None, if_heads: Mapping[str, str | frozenset[str]] | None = None
     ) -> Appended | None:
         """Append ``entry`` to a branch, durably.
 
@@ -648,14 +648,19 @@ class LocalStore:
                 self._check_heads(if_heads)
             return self._append_entry(branch_name, entry, parent, sync=True)
 
-    def _check_heads(self, if_heads: Mapping[str, str]) -> None:
-        """HeadMovedError unless each named branch's HEAD is the snapshot given (caller holds the writer lock)."""
+    def _check_heads(self, if_heads: Mapping[str, str | frozenset[str]]) -> None:
+        """HeadMovedError unless each named branch's HEAD is the snapshot given, or (a set of ids) its
+        heads are exactly those (caller holds the writer lock)."""
         for name, expected in if_heads.items():
-            head = self.branch(name).head
-            if (self.sid_of(head) if head >= 0 else None) != expected:
+            branch = self.branch(name)
+            if isinstance(expected, frozenset):
+                found: object = frozenset(self.sid_of(t) for t in branch.heads.values() if t >= 0)
+            else:
+                found = self.sid_of(branch.head) if branch.head >= 0 else None
+            if found != expected:
                 raise HeadMovedError(
-                    f"the HEAD of branch {name!r} is no longer {expected}: another writer changed the branch; "
-                    "nothing was stored. Read the branch again and retry"
+                    f"the HEAD of branch {name!r} is no longer what the caller saw: another writer (or a pull) changed "
+                    "the branch; nothing was stored. Read the branch again and retry"
                 )
 
     def append_many(self, branch_name: str, entries: list[Entry]) -> list[Appended | None]:

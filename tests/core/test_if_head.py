@@ -64,3 +64,25 @@ def test_a_reinforcement_is_checked_too(mem: Sovseal) -> None:
 def test_if_heads_must_map_branches_to_snapshot_ids(mem: Sovseal, bad: object) -> None:
     with pytest.raises(InvalidInputError, match="if_heads"):
         mem.store("a", 1, if_heads=bad)  # type: ignore[arg-type]
+
+
+def test_if_heads_with_a_list_checks_every_head_and_heads_of_lists_them(tmp_path: Path, key: bytes) -> None:
+    """A branch a pull left with two heads: a list names them all; one missing (or one more) refuses."""
+    laptop = Sovseal(tmp_path / "laptop", key=key, embedder=fake_embed)
+    phone = Sovseal(tmp_path / "phone", key=key, embedder=fake_embed)
+    with laptop, phone:
+        laptop.store("base", "0")
+        phone.import_items(laptop.export_items())
+        first = laptop.store("a", "laptop").snapshot_id
+        second = phone.store("a", "phone").snapshot_id
+        laptop.import_items(phone.export_items())
+        heads = laptop.heads_of("main")
+        assert sorted(heads) == sorted([first, second]) and heads[0] == laptop.snapshot()  # type: ignore[type-var]
+        with pytest.raises(HeadMovedError):
+            laptop.store("b", "x", if_heads={"main": [first]})
+        merged = laptop.store("b", "x", if_heads={"main": list(reversed(heads))}).snapshot_id  # type: ignore[arg-type]
+        assert laptop.heads_of() == [merged]
+        with pytest.raises(UnknownBranchError):
+            laptop.heads_of("nope")
+        with pytest.raises(InvalidInputError):
+            laptop.store("c", "y", if_heads={"main": 3})  # type: ignore[dict-item]
