@@ -64,13 +64,16 @@ class Flag(IntFlag):
     EXPLICIT_AFTER = 2
 
 
-_KNOWN_FLAGS = Flag.LEGACY | Flag.EXPLICIT_AFTER
+_KNOWN_FLAGS = int(Flag.LEGACY | Flag.EXPLICIT_AFTER)
+# Plain ints for the replay path: an IntFlag operation costs microseconds, a million times on open.
+_EXPLICIT_AFTER = int(Flag.EXPLICIT_AFTER)
 
 
-def _flags(value: int) -> Flag:
+def _flags(value: int) -> int:
+    """``value`` if it holds only known flags (kept a plain int: see _EXPLICIT_AFTER)."""
     if value & ~_KNOWN_FLAGS:
         raise ValueError(f"unknown frame flags {value:#x}")
-    return Flag(value)
+    return value
 
 
 def legacy_hlc(seconds: float) -> int:
@@ -109,7 +112,7 @@ class RecordFrame:
     path_hash: bytes
     sealed_sid: bytes  # the snapshot id, sealed under k_rest
     sealed_entry: bytes  # the canonical entry, sealed under k_sync; replicated unchanged
-    flags: Flag = Flag.NONE
+    flags: int = Flag.NONE  # frames.Flag bits
     after: tuple[bytes, ...] = ()  # the replaced heads, when they are not the parents (EXPLICIT_AFTER)
     head_tag: bytes = bytes(TAG_LEN)
 
@@ -127,11 +130,11 @@ class RecordFrame:
     @property
     def replaces(self) -> tuple[bytes, ...]:
         """The heads of its branch this record replaces."""
-        return self.after if self.flags & Flag.EXPLICIT_AFTER else self.parents
+        return self.after if self.flags & _EXPLICIT_AFTER else self.parents
 
     def head(self) -> bytes:
         """The clear fields as encoded: what ``head_tag`` authenticates."""
-        after = self.after if self.flags & Flag.EXPLICIT_AFTER else ()
+        after = self.after if self.flags & _EXPLICIT_AFTER else ()
         return (
             self._HEAD.pack(
                 Kind.RECORD,
@@ -176,7 +179,7 @@ class RecordFrame:
         if start + sid_len + entry_len != len(body):
             raise ValueError("record frame length mismatch")
         flags = _flags(flags)
-        if bool(after) != bool(flags & Flag.EXPLICIT_AFTER):
+        if bool(after) != bool(flags & _EXPLICIT_AFTER):
             raise ValueError("a record lists replaced heads exactly when its EXPLICIT_AFTER flag is set")
         return cls(
             Op(op),
@@ -202,7 +205,7 @@ class BranchFrame:
     branch_id: bytes
     head_wire_id: bytes  # NO_ID: the branch has no snapshot yet
     sealed_event: bytes  # {"branch": name, "head": snapshot id | null, ...} sealed under k_sync
-    flags: Flag = Flag.NONE
+    flags: int = Flag.NONE  # frames.Flag bits
     after: tuple[bytes, ...] = ()  # the heads of the branch it replaces
 
     _HEAD = struct.Struct(">BBBQ16s32sBH")
@@ -237,7 +240,7 @@ class ReinforceFrame:
     hlc: int
     wire_id: bytes  # the reinforced record
     sealed_event: bytes  # {"reinforce": snapshot id, "at": time} sealed under k_sync
-    flags: Flag = Flag.NONE
+    flags: int = Flag.NONE  # frames.Flag bits
 
     _HEAD = struct.Struct(">BBQ32sH")
 

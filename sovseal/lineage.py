@@ -201,7 +201,7 @@ class Lineage:
             hlc=frame.hlc,
             offset=offset,
             size=size,
-            seq=1 + max((self.nodes[p].seq for p in parents), default=0),
+            seq=1 + (self.nodes[parents[0]].seq if len(parents) == 1 else max((self.nodes[p].seq for p in parents), default=0)),
             sealed_sid=frame.sealed_sid,
             authentic=authentic,
             more_parents=tuple(parents[1:]),
@@ -256,7 +256,8 @@ class Lineage:
         elif not again or self.nodes[target].branch_id != branch.branch_id:
             branch.live[item] = target  # a second version on the first's branch changes nothing of it
         before = branch.heads
-        heads = self._undominated(branch.live)
+        live = branch.live
+        heads = dict(live) if len(live) == 1 else self._undominated(live)  # one live item: it is the head
         if heads == before:
             return
         branch.heads = heads
@@ -271,7 +272,7 @@ class Lineage:
                 view[node.path_hash] = target
         else:
             branch._view = {} if all(t < 0 for t in heads.values()) else None
-        branch.head = max(heads.values(), key=self.order, default=-1)
+        branch.head = target if len(heads) == 1 and item in heads else max(heads.values(), key=self.order, default=-1)
 
     def order(self, idx: int) -> tuple[int, bytes]:
         """Newest first by this: (clock, wire id). -1 (no snapshot) sorts before everything."""
