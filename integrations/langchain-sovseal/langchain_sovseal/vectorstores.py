@@ -15,6 +15,7 @@ from langchain_core.vectorstores import VectorStore
 from langchain_core.vectorstores.utils import maximal_marginal_relevance
 
 from sovseal import LogEntry, Memory, Sovseal
+from sovseal.embed.fingerprint import qualified_name
 
 from ._common import (
     ROOT,
@@ -55,6 +56,13 @@ class _Embedder:
         self._inner: Callable[[list[str]], Any] = (
             embedding.embedder if isinstance(embedding, SovsealEmbeddings) else embedding.embed_documents
         )
+
+    @property
+    def fingerprint(self) -> Any:
+        """The wrapped model's fingerprint (or its name), so that the store's index is recorded as
+        the same model whether this store or the SDK opened it (docs/embedder.md)."""
+        declared = getattr(self._inner, "fingerprint", None)
+        return declared if declared is not None else {"callable": qualified_name(self._inner)}
 
     def ready(self) -> None:
         warm = getattr(self._inner, "ready", None)

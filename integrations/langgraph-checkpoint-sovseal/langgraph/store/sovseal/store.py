@@ -426,7 +426,9 @@ class SovsealStore(BaseStore):
             if embedded:
                 metadata["vectors"] = {name: _encode_vector(v) for name, v in embedded.items()}
             value = dict(op.value)
-            result = h.store(path, value, metadata=metadata, type="semantic", provenance="explicit")
+            # With an IndexConfig the store ranks by its own vectors (in the metadata): sovseal's index
+            # would hold vectors of no model for these records, so it is not given them.
+            result = h.store(path, value, metadata=metadata, type="semantic", provenance="explicit", index=self.embeddings is None)
         if not result.reinforced:  # it went on every head: the one head now
             self._head = (result.snapshot_id,)
         self._items[path] = _Entry(
