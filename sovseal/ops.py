@@ -318,7 +318,8 @@ def _join_row(width: int, into: int, lane: int) -> str:
 
 
 def _merge_row(width: int, col: int) -> str:
-    """``|\`` : lane ``col`` opens a new lane to its right (a merge's other parent); lanes past it move right."""
+    """A connector row in which lane ``col`` opens a new lane to its right (a merge's other parent):
+    ``|`` up to it, a backslash after it, lanes past it moved one to the right."""
     chars = [" "] * (2 * width)
     for k in range(width):
         if k <= col:
