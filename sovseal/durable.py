@@ -32,14 +32,22 @@ def fsync_dir(path: Path) -> None:
 
 
 def make_dirs(path: Path, mode: int = 0o700) -> None:
-    """Create ``path`` and any missing parents, fsyncing each parent that gained an entry."""
+    """Create ``path`` and any missing parents, fsyncing each parent that gained an entry.
+
+    Another process may create the same directory at the same moment (two processes opening one
+    new store or index): a directory that appears meanwhile is taken as made, and still fsynced.
+    """
     missing: list[Path] = []
     current = path
     while not current.exists():
         missing.append(current)
         current = current.parent
     for directory in reversed(missing):
-        os.mkdir(directory, mode)
+        try:
+            os.mkdir(directory, mode)
+        except FileExistsError:
+            if not directory.is_dir():
+                raise
         fsync_dir(directory.parent)
 
 

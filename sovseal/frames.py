@@ -65,8 +65,9 @@ class Flag(IntFlag):
 
 
 _KNOWN_FLAGS = int(Flag.LEGACY | Flag.EXPLICIT_AFTER)
-# Plain ints for the replay path: an IntFlag operation costs microseconds, a million times on open.
+# Plain ints for the hot paths (replay, every read): an IntFlag operation costs a microsecond or two.
 _EXPLICIT_AFTER = int(Flag.EXPLICIT_AFTER)
+LEGACY = int(Flag.LEGACY)
 
 
 def _flags(value: int) -> int:

@@ -461,7 +461,7 @@ class LocalStore:
     # -- sealing: the AAD of each replicable frame binds its clear fields -------------------
 
     def _record_aad(self, frame: fr.RecordFrame) -> bytes:
-        if frame.flags & fr.Flag.LEGACY:  # as format 2 sealed it: identity, branch and path only
+        if frame.flags & fr.LEGACY:  # as format 2 sealed it: identity, branch and path only
             return record_aad(
                 key_id=self._keys.key_id,
                 wire_id=frame.wire_id.hex(),
@@ -480,7 +480,7 @@ class LocalStore:
     def _branch_aad(self, frame: fr.BranchFrame) -> bytes:
         head = "" if frame.head_wire_id == fr.NO_ID else frame.head_wire_id.hex()
         wire = f"branch/{frame.branch_id.hex()}"
-        if frame.flags & fr.Flag.LEGACY:
+        if frame.flags & fr.LEGACY:
             return record_aad(
                 key_id=self._keys.key_id, wire_id=wire, parent_wire_id=head, context=frame.reason.name, version=LEGACY_FORMAT_VERSION
             )
@@ -490,7 +490,7 @@ class LocalStore:
 
     def _reinforce_aad(self, frame: fr.ReinforceFrame) -> bytes:
         wire = f"reinforce/{frame.wire_id.hex()}"
-        if frame.flags & fr.Flag.LEGACY:
+        if frame.flags & fr.LEGACY:
             return record_aad(key_id=self._keys.key_id, wire_id=wire, parent_wire_id="", version=LEGACY_FORMAT_VERSION)
         return record_aad(key_id=self._keys.key_id, wire_id=wire, parent_wire_id="", context=f"{int(frame.flags)}/{frame.hlc}")
 
@@ -501,7 +501,7 @@ class LocalStore:
     def _unseal(self, sealed: bytes, aad: bytes, flags: fr.Flag) -> bytes:
         """Open what :meth:`_seal` sealed, or what format 2 sealed (LEGACY: no padding)."""
         plaintext = self._sync.open(sealed, aad)
-        return plaintext if flags & fr.Flag.LEGACY else unpad(plaintext)
+        return plaintext if flags & fr.LEGACY else unpad(plaintext)
 
     def _tick(self) -> int:
         """A clock value for a new frame: now, in µs, and above every frame this store has seen.
@@ -575,7 +575,7 @@ class LocalStore:
         if frame.hlc == fr.UNKNOWN_HLC:
             raise IntegrityError(f"{where} has a time that is not a plausible unix time (it came so from a server); run verify()")
         canonical = self._unseal(frame.sealed_entry, self._record_aad(frame), frame.flags)
-        parent_id = parent_ids(self.sid_of(p) for p in node.parents) or None
+        parent_id = (self.sid_of(node.parent) if not node.more_parents else parent_ids(self.sid_of(p) for p in node.parents)) if node.parent >= 0 else None
         sid = snapshot_id(canonical, parent_id or "")
         if self.wire_id(sid) != node.wire_id or self.sid_of(idx) != sid:
             raise IntegrityError(f"{where} does not re-derive its snapshot id; run verify()")
@@ -871,10 +871,10 @@ class LocalStore:
         lineage = self._lineage
         ident = bytes.fromhex(item.id)
         flags = fr.Flag(item.flags)
-        hlc = _legacy_clock(item) if flags & fr.Flag.LEGACY else _clock(item)
+        hlc = _legacy_clock(item) if flags & fr.LEGACY else _clock(item)
         after = tuple(bytes.fromhex(a) for a in item.after)
         if item.kind == "record":
-            if ident in lineage.by_wire and (flags & fr.Flag.LEGACY or self._holds_version(ident, item.sealed)):
+            if ident in lineage.by_wire and (flags & fr.LEGACY or self._holds_version(ident, item.sealed)):
                 return None
             parents = tuple(bytes.fromhex(p) for p in item.parents or ((item.parent,) if item.parent else ()))
             if parents[:1] != ((bytes.fromhex(item.parent),) if item.parent else ()):
@@ -883,7 +883,7 @@ class LocalStore:
             if any(p not in lineage.by_wire for p in parents) or branch_id not in lineage.branches:
                 raise _NotYet
             above = max((lineage.nodes[lineage.by_wire[p]].hlc for p in parents), default=0)
-            if flags & fr.Flag.LEGACY:
+            if flags & fr.LEGACY:
                 hlc = max(hlc, above + 1) if parents else hlc  # as the migration does: the same value everywhere
             elif hlc <= above:
                 raise IntegrityError(f"replicated record {item.id} is not later than its parents; it was not imported")

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import os
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -108,3 +109,28 @@ def test_damage_in_the_middle_is_never_cut_off(store_dir: Path, key: bytes) -> N
     with pytest.raises(IntegrityError, match="damaged"):
         Sovseal(store_dir, key=key, embedder=fake_embed)
     assert journal.read_bytes() == bytes(data)  # the frames after the damage were not cut off
+
+
+def test_a_directory_another_process_creates_first_is_taken_as_made(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Two processes opening one new store (or its index) both find the directory missing; the
+    one that loses the race to mkdir must go on, not fail (it did: FileExistsError in 3 of 30 runs
+    of the two-writer crash test)."""
+    from sovseal import durable
+
+    real = os.mkdir
+
+    def raced(path: Any, mode: int = 0o777) -> None:
+        real(path, mode)  # the other process got there first
+        raise FileExistsError(17, "File exists", str(path))
+
+    monkeypatch.setattr(durable.os, "mkdir", raced)
+    durable.make_dirs(tmp_path / "a" / "b")
+    assert (tmp_path / "a" / "b").is_dir()
+
+    def a_file_instead(path: Any, mode: int = 0o777) -> None:
+        Path(path).write_text("not a directory")
+        raise FileExistsError(17, "File exists", str(path))
+
+    monkeypatch.setattr(durable.os, "mkdir", a_file_instead)
+    with pytest.raises(FileExistsError):
+        durable.make_dirs(tmp_path / "c")
