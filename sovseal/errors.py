@@ -162,3 +162,11 @@ class EmbedderMismatchError(SovsealError):
         super().__init__(message)
         self.recorded = recorded
         self.current = current
+
+
+class DatabaseUnavailableError(SovsealError):
+    """The replication server cannot reach its database (PostgreSQL down, wrong host, port or role).
+
+    The message names the host, port, database and role, never a password. Start the database or
+    fix the URL (``--database`` / ``SOVSEAL_SERVER_DATABASE``), then start the server again.
+    """

@@ -20,6 +20,7 @@ from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
+from ..errors import DatabaseUnavailableError
 from ..paths import resolve_path
 
 Row = tuple[Any, ...]
@@ -147,6 +148,17 @@ class _PgTx(Tx):
             yield
 
 
+def _where(url: str) -> str:
+    """``role@host:port/dbname`` of a postgresql:// URL: everything a user needs, and no password."""
+    from psycopg.conninfo import conninfo_to_dict
+
+    try:
+        info = conninfo_to_dict(url)
+    except Exception:  # noqa: BLE001 - a URL psycopg cannot parse is still worth naming without its secret
+        return "(an unparsable URL)"
+    return f"{info.get('user', '?')}@{info.get('host', 'localhost')}:{info.get('port', 5432)}/{info.get('dbname', '?')}"
+
+
 class PostgresDatabase(Database):
     backend = "postgresql"
 
@@ -158,7 +170,13 @@ class PostgresDatabase(Database):
         self.url = url
 
     def _connect(self) -> Any:
-        return self._psycopg.connect(self.url, autocommit=True)
+        try:
+            return self._psycopg.connect(self.url, autocommit=True)
+        except self._psycopg.OperationalError as exc:
+            raise DatabaseUnavailableError(
+                f"cannot connect to the PostgreSQL database {_where(self.url)}: {' '.join(str(exc).split())[:300]}. "
+                "Start it, or fix --database / SOVSEAL_SERVER_DATABASE, then start the server again"
+            ) from None
 
     def _live(self) -> Any:
         """This thread's connection, replaced if the server closed it (restart, idle timeout)."""
