@@ -172,8 +172,8 @@ class LocalStore:
         self.closed = False
         try:
             if self.read_only:
-                with self.reading():
-                    pass
+                with self._mutex:
+                    self._catch_up(owner=False)  # read the journal as it is: nothing cut, nothing migrated
             else:
                 with self._writing():
                     self._bind_meta()

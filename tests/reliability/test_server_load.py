@@ -23,7 +23,6 @@ server broke by far (docs/reliability-network.md has the before and after).
 
 from __future__ import annotations
 
-import base64
 import hashlib
 import json
 import os
@@ -46,6 +45,7 @@ from tests.replication.conftest import (  # noqa: F401 - fixture
     postgres_url,
 )
 from tests.replication.test_server_limits import Served
+from tests.replication.helpers import raw_item
 
 BATCH = 32
 BATCHES = size(40, 400)  # per pusher
@@ -56,26 +56,14 @@ def chain(count: int) -> list[dict[str, Any]]:
     """A branch event and ``count - 1`` records linked parent to child, as a client's journal would be."""
     branch = os.urandom(16).hex()
     sealed = os.urandom(60)
-    items = [_item("branch", hashlib.sha256(sealed).hexdigest(), "", branch, "", sealed, "CREATE")]
+    items = [raw_item("branch", hashlib.sha256(sealed).hexdigest(), "", branch, "", sealed, "CREATE")]
     parent = ""
     for _ in range(count - 1):
         wire = os.urandom(32).hex()
-        items.append(_item("record", wire, parent, branch, os.urandom(32).hex(), os.urandom(200), ""))
+        items.append(raw_item("record", wire, parent, branch, os.urandom(32).hex(), os.urandom(200), ""))
         parent = wire
     return items
 
-
-def _item(kind: str, item_id: str, parent: str, branch: str, path_hash: str, sealed: bytes, reason: str) -> dict[str, Any]:
-    return {
-        "kind": kind,
-        "id": item_id,
-        "parent": parent,
-        "branch": branch,
-        "path_hash": path_hash,
-        "sealed": base64.b64encode(sealed).decode(),
-        "created_at": time.time(),
-        "reason": reason,
-    }
 
 
 @pytest.fixture(params=["sqlite", "postgresql"] if SOAK else ["sqlite"])
@@ -242,7 +230,7 @@ def test_held_orphans_cost_an_accepted_push_nothing(tmp_path: Path, figures: dic
         parked = 0
         while parked < orphans:
             batch = [
-                _item("record", os.urandom(32).hex(), os.urandom(32).hex(), os.urandom(16).hex(), os.urandom(32).hex(), os.urandom(sealed), "")
+                raw_item("record", os.urandom(32).hex(), os.urandom(32).hex(), os.urandom(16).hex(), os.urandom(32).hex(), os.urandom(sealed), "")
                 for _ in range(min(16, orphans - parked))
             ]
             reply = client.post(PUSH_PATH, content=json.dumps({"records": batch, "after": ""})).raise_for_status().json()

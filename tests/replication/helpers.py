@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import base64
+import time
 from typing import Any
 
 import httpx
@@ -54,3 +56,18 @@ def server_items(endpoint: str, api_key: str, project: str) -> list[dict[str, An
             cursor = page["cursor"]
             if not page["more"]:
                 return items
+
+
+def raw_item(kind: str, item_id: str, parent: str, branch: str, path_hash: str, sealed: bytes, reason: str) -> dict[str, Any]:
+    """An item as a format-2 client pushes it (no format-3 fields): for tests that talk to the server
+    directly, with ids and bodies of their own making."""
+    return {
+        "kind": kind,
+        "id": item_id,
+        "parent": parent,
+        "branch": branch,
+        "path_hash": path_hash,
+        "sealed": base64.b64encode(sealed).decode(),
+        "created_at": time.time(),
+        "reason": reason,
+    }

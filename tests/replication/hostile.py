@@ -20,6 +20,7 @@ named behaviour by hand: the memory tests and docs/reliability.md's "A hostile s
 
 from __future__ import annotations
 
+import abc
 import base64
 import functools
 import http.server
@@ -72,11 +73,12 @@ class Reply:
     drip_headers: bool = False  # drip the status line and headers too, not only the body
 
 
-class Behaviour:
+class Behaviour(abc.ABC):
     """A server's answers. Pushes are refused with 503 unless a behaviour says otherwise."""
 
+    @abc.abstractmethod
     def pull(self, request: Request) -> Reply:
-        raise NotImplementedError
+        """The answer to one pull request."""
 
     def push(self, request: Request) -> Reply:
         return Reply(503, body=[b'{"error":"unavailable","message":"hostile","ids":[]}'])

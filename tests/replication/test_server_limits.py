@@ -9,7 +9,6 @@ request is checked to change nothing: every row of every table is read before an
 
 from __future__ import annotations
 
-import base64
 import hashlib
 import json
 import os
@@ -37,6 +36,7 @@ from sovseal.replication.protocol import (
 )
 from sovseal.server import HeldQuota, LimitError, Limits, ServerThread, Storage, open_storage
 from sovseal.server.validate import Item, validate_item
+from tests.replication.helpers import raw_item
 
 PROJECT = "c" * 64
 TABLES = ("sovseal_meta", "api_keys", "projects", "items", "branches", "held", "held_waits")
@@ -48,24 +48,12 @@ ROOT = Path(__file__).resolve().parents[2]
 
 def branch_event(branch: str, parent: str = "") -> dict[str, Any]:
     sealed = os.urandom(60)
-    return _item("branch", hashlib.sha256(sealed).hexdigest(), parent, branch, "", sealed, "CREATE")
+    return raw_item("branch", hashlib.sha256(sealed).hexdigest(), parent, branch, "", sealed, "CREATE")
 
 
 def record(parent: str, branch: str, size: int = 200) -> dict[str, Any]:
-    return _item("record", os.urandom(32).hex(), parent, branch, os.urandom(32).hex(), os.urandom(size), "")
+    return raw_item("record", os.urandom(32).hex(), parent, branch, os.urandom(32).hex(), os.urandom(size), "")
 
-
-def _item(kind: str, item_id: str, parent: str, branch: str, path_hash: str, sealed: bytes, reason: str) -> dict[str, Any]:
-    return {
-        "kind": kind,
-        "id": item_id,
-        "parent": parent,
-        "branch": branch,
-        "path_hash": path_hash,
-        "sealed": base64.b64encode(sealed).decode(),
-        "created_at": 1_700_000_000.0,
-        "reason": reason,
-    }
 
 
 def items(raw: list[dict[str, Any]]) -> list[Item]:
