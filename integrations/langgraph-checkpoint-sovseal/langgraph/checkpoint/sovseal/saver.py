@@ -98,6 +98,14 @@ try:  # langgraph-checkpoint >= 2.0.?: metadata without the legacy "writes" key
 except ImportError:  # pragma: no cover - older langgraph-checkpoint
     from langgraph.checkpoint.base import get_checkpoint_metadata as _metadata_for
 
+try:  # langgraph-checkpoint >= 4.?: DeltaChannel's snapshot blob
+    from langgraph.checkpoint.serde.types import _DeltaSnapshot
+except ImportError:  # pragma: no cover - no DeltaChannel before it
+
+    class _DeltaSnapshot:  # type: ignore[no-redef]
+        pass
+
+
 try:
     from langgraph.checkpoint.base import writes_sort_key
 except ImportError:  # pragma: no cover - langgraph-checkpoint < 4.3
@@ -1124,10 +1132,19 @@ class _SovsealSaverBase(BaseCheckpointSaver[str]):
             self._s.families[target] = dst
 
     def prune(self, thread_ids: Sequence[str], *, strategy: str = "keep_latest") -> None:
-        """``"delete"``: as ``delete_thread``. ``"keep_latest"``: keep the newest checkpoint per namespace.
+        """``"delete"``: as ``delete_thread``. ``"keep_latest"``: keep the newest checkpoint per namespace,
+        and the ancestors its ``DeltaChannel`` values are rebuilt from.
 
-        Keeping the latest re-roots the thread: its branches move back to the anchor and the kept
-        checkpoints (with their parts and pending writes) are stored again on top of it, so the
+        A ``DeltaChannel`` (beta) stores its value only every ``snapshot_frequency`` updates; in
+        between, LangGraph rebuilds it by walking the parent chain back to the nearest checkpoint
+        that holds a value for it, replaying the pending writes on the way
+        (``get_delta_channel_history``). So, as ``BaseCheckpointSaver.prune`` asks, the newest
+        checkpoint keeps every ancestor (with its pending writes) back to that one, for each delta
+        channel it does not hold (all of them up to the root if the channel never snapshotted).
+        The saver cannot rebuild a value itself: the reducer lives in the graph, not in the store.
+
+        Keeping re-roots the thread: its branches move back to the anchor and the kept checkpoints
+        (with their parts and pending writes, oldest first) are stored again on top of it, so the
         thread's chain is short again. Nothing is erased from the lineage.
         """
         self._guard()
@@ -1146,11 +1163,11 @@ class _SovsealSaverBase(BaseCheckpointSaver[str]):
                 for ns, ids in fam.checkpoints.items():
                     if not ids:
                         continue
-                    checkpoint_id = fam.ordered(ns)[-1]
-                    # parts first: a record is stored after the parts it names
-                    for path in sorted(self._record_paths(fam, ns, checkpoint_id), key=lambda p: ("/part/" not in p, p)):
-                        into = kept_writes if path.startswith(WRITES_ROOT) else kept_live
-                        into.append((path, self._read(fam, path)))
+                    for checkpoint_id in self._delta_chain(fam, ns, fam.ordered(ns)[-1]):
+                        # parts first: a record is stored after the parts it names
+                        for path in sorted(self._record_paths(fam, ns, checkpoint_id), key=lambda p: ("/part/" not in p, p)):
+                            into = kept_writes if path.startswith(WRITES_ROOT) else kept_live
+                            into.append((path, self._read(fam, path)))
                 total = sum(len(v) for v in fam.views.values())
                 if total == len(kept_live) + len(kept_writes) and not any(fam.views.get(b) for b in fam.archives()):
                     continue  # nothing to drop
@@ -1163,6 +1180,50 @@ class _SovsealSaverBase(BaseCheckpointSaver[str]):
                             cp = fam.checkpoints.get(payload["checkpoint_ns"], {}).get(payload["checkpoint_id"])
                             kept_writes[i] = (path, {**payload, "checkpoint_snapshot": fam.merged[cp].sid if cp else None})
                     self._append(fam, fam.writes, kept_writes)
+
+    def _decoded(self, fam: _Family, path: str) -> tuple[dict[str, Any], str | None]:
+        """A stored checkpoint, decoded, and its parent's checkpoint id."""
+        record = self._checkpoint_record(fam, path)
+        payload = record.payload
+        checkpoint = self.serde.loads_typed(self._blob(fam, path, "checkpoint", payload["blobs"].get("checkpoint"), record))
+        if not isinstance(checkpoint, dict):
+            raise IntegrityError(f"the checkpoint in {path} is not a checkpoint; run verify()")
+        return checkpoint, payload.get("parent_checkpoint_id")
+
+    def _delta_chain(self, fam: _Family, ns: str, checkpoint_id: str) -> list[str]:
+        """The checkpoint ids ``prune`` keeps for ``checkpoint_id``, oldest first: it, and the ancestors
+        (on its parent chain) that ``get_delta_channel_history`` reads to rebuild its delta channels.
+
+        A delta channel needs the walk when the checkpoint has a version for it but no value; which
+        channels are delta channels is known from the metadata (``counters_since_delta_snapshot``)
+        and from any ancestor that holds a ``_DeltaSnapshot`` for it (channels such as
+        ``branch:to:node`` also have a version and no value, and need no walk). Each such channel
+        keeps the ancestors back to the nearest one holding a value for it (the seed, whose own
+        writes produce its child, so they are kept too), or back to the root if there is none.
+        """
+        ids = fam.checkpoints.get(ns, {})
+        checkpoint, parent = self._decoded(fam, ids[checkpoint_id])
+        values = checkpoint.get("channel_values") or {}
+        missing = {k for k in checkpoint.get("channel_versions") or {} if k not in values}
+        if not missing or parent not in ids:
+            return [checkpoint_id]
+        counted = set(self._metadata(fam, ids[checkpoint_id])[0].get("counters_since_delta_snapshot") or {})
+        ancestors: list[tuple[str, dict[str, Any]]] = []
+        seen = {checkpoint_id}
+        while parent in ids and parent not in seen:  # a cycle cannot be written, but never loop on one
+            seen.add(parent)
+            ancestor, grandparent = self._decoded(fam, ids[parent])
+            ancestors.append((parent, ancestor.get("channel_values") or {}))
+            parent = grandparent
+        delta = counted | {k for _, vals in ancestors for k in missing if isinstance(vals.get(k), _DeltaSnapshot)}
+        remaining = missing & delta
+        keep = 0
+        for i, (_, vals) in enumerate(ancestors):
+            if not remaining:
+                break
+            keep = i + 1
+            remaining = {k for k in remaining if k not in vals}
+        return [cid for cid, _ in reversed(ancestors[:keep])] + [checkpoint_id]
 
     def get_next_version(self, current: str | None, channel: None) -> str:
         if current is None:
