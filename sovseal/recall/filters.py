@@ -10,11 +10,16 @@ A filter is a dict; every key must hold (AND)::
     {"$or": [{"type": "procedural"}, {"metadata": {"pinned": true}}]}   also "$and": [...] and "$not": {...}
 
 A plain value means equality; a dict whose keys all start with ``$`` is a set of operators (all must
-hold). Operators: ``$eq $ne $gt $gte $lt $lte $in $nin $exists $prefix``.
+hold). Operators: ``$eq $ne $gt $gte $lt $lte $in $nin $exists $prefix``, and on metadata fields also
+``$contains $any $all $substring $isubstring``.
 
 - Equality is JSON equality: ``1`` equals ``1.0``, ``true`` is not ``1``, dicts and lists compare whole.
 - ``$gt $gte $lt $lte`` take a number or a string and match values of the same kind only (numbers
   with numbers, strings with strings, by code point); other values do not match.
+- ``$contains`` matches a list holding a JSON-equal item, or a string holding the (string) operand;
+  ``$any`` / ``$all`` take a list and match a list holding any / all of its items (``$all`` of ``[]``:
+  any list); ``$substring`` / ``$isubstring`` take a string and match a string containing it
+  (``$isubstring`` compares both lower-cased, as ``str.lower`` does).
 - A metadata field the record lacks matches only ``$ne``, ``$nin`` and ``{"$exists": false}``.
 - Metadata field names are matched exactly (``"a.b"`` is the key ``"a.b"``, not a nested lookup).
 
@@ -32,7 +37,12 @@ from ..entries import MEMORY_TYPES, PROVENANCES
 from ..errors import InvalidInputError
 
 FIELDS = ("path_prefix", "path", "type", "provenance", "metadata", "$and", "$or", "$not")
-OPERATORS = ("$eq", "$ne", "$gt", "$gte", "$lt", "$lte", "$in", "$nin", "$exists", "$prefix")
+OPERATORS = (
+    "$eq", "$ne", "$gt", "$gte", "$lt", "$lte", "$in", "$nin", "$exists", "$prefix",
+    "$contains", "$any", "$all", "$substring", "$isubstring",
+)  # fmt: skip
+#: Operators on metadata values only (the path, type and provenance fields do not take them).
+CONTAINMENT = ("$contains", "$any", "$all", "$substring", "$isubstring")
 _ORDERED = ("$gt", "$gte", "$lt", "$lte")
 _ENUM_OPS = ("$eq", "$ne", "$in", "$nin")
 _PATH_OPS = ("$eq", "$ne", "$in", "$nin", "$prefix")
@@ -142,7 +152,7 @@ def _conditions(field: str | tuple[str, str], value: object, allowed: tuple[str,
             raise _fail(f"unknown operator {op!r} on {label}; the operators are {', '.join(OPERATORS)}")
         if op not in allowed:
             raise _fail(f"operator {op} does not apply to {label}; use one of {', '.join(allowed)}")
-        if op in ("$in", "$nin"):
+        if op in ("$in", "$nin", "$any", "$all"):
             if not isinstance(operand, list):
                 raise _fail(f"{op} on {label} takes a list, got {type(operand).__name__}")
             for item in operand:
@@ -154,9 +164,9 @@ def _conditions(field: str | tuple[str, str], value: object, allowed: tuple[str,
         elif op == "$exists":
             if not isinstance(operand, bool):
                 raise _fail(f"$exists on {label} takes true or false, got {type(operand).__name__}")
-        elif op == "$prefix":
+        elif op in ("$prefix", "$substring", "$isubstring"):
             if not isinstance(operand, str):
-                raise _fail(f"$prefix on {label} takes a string, got {type(operand).__name__}")
+                raise _fail(f"{op} on {label} takes a string, got {type(operand).__name__}")
         else:
             check(label, operand)
         out.append(Cond(field, op, operand))
@@ -243,6 +253,8 @@ def matches(op: str, operand: Any, present: bool, value: Any) -> bool:
         return value_key(value) not in {value_key(o) for o in operand}
     if op == "$prefix":
         return isinstance(value, str) and value.startswith(operand)
+    if op in CONTAINMENT:
+        return _contained(op, operand, value)
     kind = _kind(value)
     if kind is None or kind != _kind(operand):
         return False
@@ -253,3 +265,51 @@ def matches(op: str, operand: Any, present: bool, value: Any) -> bool:
     if op == "$lt":
         return bool(value < operand)
     return bool(value <= operand)  # $lte
+
+
+def _holds(container: list[Any], item: Any) -> bool:
+    key = value_key(item)
+    return any(value_key(x) == key for x in container)
+
+
+def _contained(op: str, operand: Any, value: Any) -> bool:
+    if op == "$contains":
+        if isinstance(value, str):
+            return isinstance(operand, str) and operand in value
+        return isinstance(value, list) and _holds(value, operand)
+    if op == "$any":
+        return isinstance(value, list) and any(_holds(value, o) for o in operand)
+    if op == "$all":
+        return isinstance(value, list) and all(_holds(value, o) for o in operand)
+    if not isinstance(value, str):
+        return False
+    if op == "$substring":
+        return operand in value
+    return operand.lower() in value.lower()  # $isubstring
+
+
+# -- a whole filter on one record (what the catalog computes in bulk, for a record in hand) ---------
+
+_MISSING = object()
+
+
+def evaluate(tree: Filter | None, *, path: str, type: str, provenance: str, metadata: dict[str, Any]) -> bool:
+    """Does one record (its path, memory type, provenance and metadata) match a parsed filter?
+
+    The same semantics as recall's filtering, for callers that hold records already (an adapter
+    scanning what it listed). ``tree`` comes from :func:`parse`; None matches everything.
+    """
+    if tree is None:
+        return True
+    if isinstance(tree, All):
+        return all(evaluate(p, path=path, type=type, provenance=provenance, metadata=metadata) for p in tree.parts)
+    if isinstance(tree, AnyOf):
+        return any(evaluate(p, path=path, type=type, provenance=provenance, metadata=metadata) for p in tree.parts)
+    if isinstance(tree, Not):
+        return not evaluate(tree.part, path=path, type=type, provenance=provenance, metadata=metadata)
+    field = tree.field
+    if isinstance(field, tuple):
+        value = metadata.get(field[1], _MISSING)
+        return matches(tree.op, tree.operand, value is not _MISSING, value)
+    value = {"path": path, "type": type, "provenance": provenance}[field]
+    return matches(tree.op, tree.operand, True, value)
