@@ -173,12 +173,13 @@ def test_every_operator(shelf, name, filters, expected) -> None:
 
 @pytest.mark.parametrize(("name", "filters", "expected"), CASES, ids=[c[0] for c in CASES])
 def test_translation_is_valid_sovseal(name, filters, expected) -> None:
-    """Whatever is sent to sovseal parses; an exact translation needs no Python post-filter."""
+    """Whatever is sent to sovseal parses, and sovseal evaluates every operator: nothing is left to
+    a Python post-filter, and the plan's parsed tree is the one recall applies."""
     p = F.plan("llamaindex/default/", filters)
-    parse_filter(p.sdk)
+    assert parse_filter(p.sdk) == p.tree
+    assert p.post is None
     ops = {leaf.operator for leaf in _leaves(filters)}
-    if all(F.sdk_supports(op) for op in ops):
-        assert p.post is None
+    assert ops <= set(F._OPERATORS) | {FilterOperator.IS_EMPTY}
 
 
 def _leaves(filters):

@@ -19,7 +19,7 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
-from .filters import Plan, matches_sdk
+from .filters import Plan
 
 if TYPE_CHECKING:
     from sovseal import Sovseal
@@ -131,24 +131,13 @@ def find(client: Sovseal, plan: Plan, *, prefix: str) -> list[Memory]:
         found = list(finder(plan.sdk))
     else:
         paths = [p for p in sorted(client.state()) if p.startswith(prefix)]
-        found = [m for m in (client.get(p) for p in paths) if m is not None and matches_sdk(plan.sdk, m)]
-    if plan.post is not None:
-        found = [m for m in found if plan.post(m.metadata)]
+        found = [m for m in (client.get(p) for p in paths) if m is not None and plan.matches(m)]
     return sorted(found, key=lambda m: m.path)
 
 
 def search(run: Callable[[int, dict[str, Any]], list[Memory]], k: int, plan: Plan) -> list[Memory]:
-    """``run(k, filter)``, fetching more while a Python-side filter leaves fewer than ``k``."""
-    k = max(1, min(int(k), MAX_RECALL_K))
-    if plan.post is None:
-        return run(k, plan.sdk)
-    want = min(max(4 * k, 20), MAX_RECALL_K)
-    while True:
-        got = run(want, plan.sdk)
-        kept = [m for m in got if plan.post(m.metadata)]
-        if len(kept) >= k or len(got) < want or want >= MAX_RECALL_K:
-            return kept[:k]
-        want = min(want * 4, MAX_RECALL_K)
+    """``run(k, filter)``: sovseal applies the whole filter inside the search."""
+    return run(max(1, min(int(k), MAX_RECALL_K)), plan.sdk)
 
 
 # -- writes --------------------------------------------------------------------------------------
