@@ -18,6 +18,12 @@ Search by meaning has two modes:
 
 Filters (``$eq $ne $gt $gte $lt $lte``, nested dicts, exact lists) are evaluated on decrypted
 values in this process. ``supports_ttl`` is False.
+
+A value whose canonical JSON does not fit in one record (a sovseal entry is at most 256 KiB) is
+split as the checkpoint saver splits blobs: part records at ``<item path>/part/value/<i>``, stored
+in the same ``store_many`` batch before the item's record, which names their count, size and
+SHA-256 in its metadata (``value_parts``). Recall then indexes the first ``RECALL_TEXT_BYTES`` of
+the value's text (the item's record carries it as ``text=``).
 """
 
 from __future__ import annotations
@@ -33,6 +39,7 @@ from typing import Any
 
 import numpy as np
 from langgraph.checkpoint.sovseal._common import (
+    RECORD_BLOB_CHARS,
     branch_heads,
     decode_bytes,
     encode_bytes,
@@ -43,6 +50,7 @@ from langgraph.checkpoint.sovseal._common import (
     q,
     uq,
 )
+from langgraph.checkpoint.sovseal._layout import check_part, join_parts, pack_blobs, part_path
 from langgraph.store.base import (
     BaseStore,
     GetOp,
@@ -79,6 +87,36 @@ __all__ = ["SovsealStore"]
 ROOT = "langgraph/store/"
 #: The most results one recall may return (the SDK's limit); deeper pages of a search by meaning end there.
 MAX_RECALL_K = 1000
+#: UTF-8 bytes of a value stored in parts that recall embeds and keyword-indexes (its leaves, in order).
+RECALL_TEXT_BYTES = 64 * 1024
+#: The blob name of a value stored in parts (``<item path>/part/value/<i>``).
+VALUE_BLOB = "value"
+
+
+def _recall_text(path: str, value: Any) -> str:
+    """What recall indexes for a value stored in parts: as sovseal derives it from a payload (the path,
+    then the leaves), cut at ``RECALL_TEXT_BYTES``."""
+    leaves: list[str] = []
+    size = 0
+
+    def walk(node: Any) -> None:
+        nonlocal size
+        if size > RECALL_TEXT_BYTES:
+            return
+        if isinstance(node, dict):
+            for key, item in node.items():
+                leaves.append(f"{key}:")
+                walk(item)
+        elif isinstance(node, list):
+            for item in node:
+                walk(item)
+        elif node is not None:
+            leaves.append(str(node))
+            size += len(leaves[-1])
+
+    walk(value)
+    text = f"{path.replace('.', ' ').replace('_', ' ')}: {' '.join(leaves)}"
+    return text.encode("utf-8")[:RECALL_TEXT_BYTES].decode("utf-8", errors="ignore")
 
 
 def item_path(namespace: tuple[str, ...], key: str) -> str:
@@ -285,10 +323,31 @@ class SovsealStore(BaseStore):
                     continue
                 memory = self._h.get(path)
                 if memory is not None:
-                    items[path] = self._entry(path, memory)
+                    items[path] = self._entry(path, memory, self._parted_value(path, memory))
         self._items, self._head = items, heads
 
-    def _entry(self, path: str, memory: Any) -> _Entry:
+    def _parted_value(self, path: str, memory: Any) -> Any:
+        """The value of an item stored in parts (read from them, checked against the record), else its payload.
+        Caller holds the lock, on the store's branch."""
+        meta = memory.metadata
+        descriptor = meta.get("value_parts") if isinstance(meta, dict) else None
+        if descriptor is None:
+            return memory.payload
+        where = f"the value of {path}"
+        if not isinstance(descriptor, dict) or not isinstance(n := descriptor.get("n"), int) or n < 1:
+            raise IntegrityError(f"{where}: malformed part descriptor; run verify()")
+        chunks = []
+        for i in range(n):
+            part = self._h.get(part_path(path, VALUE_BLOB, i))
+            if part is None:
+                raise IntegrityError(f"{where}: part {i} of {n} is missing; run verify()")
+            chunks.append(check_part(part.payload, path, VALUE_BLOB, i, n))
+        value = loads(join_parts(descriptor, chunks, where))
+        if not isinstance(value, dict):
+            raise IntegrityError(f"{where} is not a mapping; run verify()")
+        return value
+
+    def _entry(self, path: str, memory: Any, value: Any) -> _Entry:
         parsed = parse_item_path(path)
         meta = memory.metadata
         assert parsed is not None  # nosec B101 -- type narrowing: the path was written by this store
@@ -297,7 +356,7 @@ class SovsealStore(BaseStore):
             or meta.get("langgraph") != "store"
             or tuple(meta.get("namespace") or ()) != parsed[0]
             or meta.get("key") != parsed[1]
-            or not isinstance(memory.payload, dict)
+            or not isinstance(value, dict)
         ):
             raise IntegrityError(f"the store record {path} does not match its path; run verify()")
         updated = memory.created_at
@@ -309,7 +368,7 @@ class SovsealStore(BaseStore):
         return _Entry(
             namespace=parsed[0],
             key=parsed[1],
-            value=memory.payload,
+            value=value,
             created_at=datetime.fromisoformat(meta["created_at"]),
             updated_at=updated,
             indexed=bool(meta.get("indexed")),
@@ -404,14 +463,16 @@ class SovsealStore(BaseStore):
     def _apply(self, namespace: tuple[str, ...], key: str, op: PutOp, embedded: dict[str, Sequence[float]]) -> None:
         path = item_path(namespace, key)
         h = self._h
+        existing = self._items.get(path)
+        old_parts = int((existing.metadata.get("value_parts") or {}).get("n", 0)) if existing else 0
         with on_branch(h, self.branch):
             if op.value is None:
                 result = h.delete(path)
                 if result is not None:  # it went on every head: the one head now
                     self._head = (result.snapshot_id,)
+                self._delete_parts(path, 0, old_parts)
                 self._items.pop(path, None)
                 return
-            existing = self._items.get(path)
             created = existing.created_at if existing else _now()
             indexed = op.index is not False and (self.embeddings is None or bool(embedded))
             metadata: dict[str, Any] = {
@@ -426,21 +487,48 @@ class SovsealStore(BaseStore):
             if embedded:
                 metadata["vectors"] = {name: _encode_vector(v) for name, v in embedded.items()}
             value = dict(op.value)
+            data = canonicalize(value)
             # With an IndexConfig the store ranks by its own vectors (in the metadata): sovseal's index
             # would hold vectors of no model for these records, so it is not given them.
-            result = h.store(path, value, metadata=metadata, type="semantic", provenance="explicit", index=self.embeddings is None)
-        if not result.reinforced:  # it went on every head: the one head now
-            self._head = (result.snapshot_id,)
+            index = self.embeddings is None
+            record: dict[str, Any] = {"path": path, "payload": value, "type": "semantic", "provenance": "explicit", "index": index}
+            parts: list[tuple[str, dict[str, Any]]] = []
+            if len(data) + len(canonicalize(metadata)) > RECORD_BLOB_CHARS:  # a value too large for one record
+                descriptors, parts = pack_blobs(path, {VALUE_BLOB: ("json", data)}, budget=0)
+                metadata["value_parts"] = {k: v for k, v in descriptors[VALUE_BLOB].items() if k != "t"}
+                record["payload"] = {"value_in_parts": len(parts)}
+                if index:
+                    record["text"] = _recall_text(path, value)
+            record["metadata"] = metadata
+            if parts:
+                items = [
+                    {"path": p, "payload": d, "metadata": {"langgraph": "store-part"}, "type": "semantic", "provenance": "explicit", "index": False}
+                    for p, d in parts
+                ]
+                results = h.store_many([*items, record])  # one durable batch, the parts before the record naming them
+            else:
+                results = [h.store(**record)]
+            for result in results:
+                if not result.reinforced:  # it went on every head: the one head now
+                    self._head = (result.snapshot_id,)
+            self._delete_parts(path, len(parts), old_parts)
         self._items[path] = _Entry(
             namespace=namespace,
             key=key,
-            value=loads(canonicalize(value)),  # what was sealed, as a reader gets it back
+            value=loads(data),  # what was sealed, as a reader gets it back
             created_at=created,
             updated_at=_now(),
             indexed=indexed,
             vectors={name: _unit(np.asarray(v, dtype=np.float32)) for name, v in embedded.items()},
             metadata=metadata,
         )
+
+    def _delete_parts(self, path: str, start: int, stop: int) -> None:
+        """Tombstone the parts ``start..stop-1`` of an item's former value (on the store's branch, locked)."""
+        for i in range(start, stop):
+            result = self._h.delete(part_path(path, VALUE_BLOB, i))
+            if result is not None:
+                self._head = (result.snapshot_id,)
 
     # -- reads -----------------------------------------------------------------------------------
 
