@@ -18,6 +18,8 @@ from sovseal import Memory, Sovseal
 #: Every LangChain record lives under this top-level path segment, so it never mixes with memories
 #: an agent stores directly (``user.preferences.editor``) and a recall can be scoped to it.
 ROOT = "langchain"
+#: Where the part records of values too large for one record live (see _parts.py).
+PARTS_ROOT = f"{ROOT}-parts/"
 
 
 class SovsealFeatureUnavailable(NotImplementedError):
@@ -115,6 +117,28 @@ def branch_heads(client: Sovseal) -> tuple[str | None, ...]:
     if has_method(client, "heads_of"):
         return tuple(client.heads_of(client.branch))  # type: ignore[attr-defined]
     return tuple(client.status().heads.get(client.branch, ()))
+
+
+def read_payload(client: Sovseal, memory: Memory) -> Any:
+    """A memory's value: its payload, or the parts it names joined (see _parts.py)."""
+    from . import _parts
+
+    if _parts.descriptor(memory.payload) is None:
+        return memory.payload
+
+    def get(path: str) -> Any:
+        found = client.get(path)
+        return None if found is None else found.payload
+
+    return _parts.unpack(memory.path, memory.payload, PARTS_ROOT, get)
+
+
+def drop_parts(client: Sovseal, old_payloads: list[Any], new_payloads: list[Any]) -> None:
+    """Delete the part records the old payloads named and the new ones do not (tombstones)."""
+    from . import _parts
+
+    for path in _parts.stale(old_payloads, new_payloads, PARTS_ROOT):
+        client.delete(path)
 
 
 def payload_text(payload: Any) -> str:

@@ -16,12 +16,15 @@ from langchain_core.messages import BaseMessage, message_to_dict, messages_from_
 
 from sovseal import Sovseal
 
+from . import _parts
 from ._common import (
+    PARTS_ROOT,
     ROOT,
     accepts,
     branch_heads,
     check_key,
     check_segment,
+    drop_parts,
     open_client,
     visible_under,
 )
@@ -167,33 +170,51 @@ class SovsealChatMessageHistory(BaseChatMessageHistory):
         paths = sorted(p for p in payloads if p.startswith(self._prefix) and _NAME.fullmatch(p[start:]))
         return listing, payloads, paths
 
+    def _value(self, path: str, payload: Any) -> Any:
+        """A message's dict: the payload, or the parts it names joined (a message over 128 KiB)."""
+        if _parts.descriptor(payload) is None:
+            return payload
+
+        def get(part: str) -> Any:
+            found = self._client.get(part)
+            return None if found is None else found.payload
+
+        return _parts.unpack(path, payload, PARTS_ROOT, get)
+
     @property
     def messages(self) -> list[BaseMessage]:  # type: ignore[override]
         _, payloads, paths = self._records()
-        return messages_from_dict([payloads[p] for p in paths])
+        return messages_from_dict([self._value(p, payloads[p]) for p in paths])
 
     async def aget_messages(self) -> list[BaseMessage]:
         return await asyncio.to_thread(lambda: self.messages)
 
     def add_messages(self, messages: Sequence[BaseMessage]) -> None:
+        """Append ``messages`` with one ``Sovseal.store_many``: all of them or, if sovseal refuses one
+        (metadata that is not JSON, a message over 64 MiB), none. A message whose JSON is over
+        128 KiB is stored in part records; recall indexes the first 2,048 characters of each."""
         if not messages:
             return
         listing, _, paths = self._records()
         batch = f"{self._prefix}{len(paths):0{_DIGITS}d}.{_batch_id()}."
+        parts: list[dict[str, Any]] = []
         items = []
         for i, message in enumerate(messages):
-            extra: dict[str, Any] = {"text": f"{message.type}: {message.text}"} if self._text else {}
+            path = f"{batch}{i:0{_DIGITS}d}"
+            payload, message_parts = _parts.pack(path, message_to_dict(message), PARTS_ROOT, where=f"message {i} of the batch")
+            parts.extend(message_parts)
+            extra: dict[str, Any] = {"text": _parts.index_text(f"{message.type}: {message.text}")} if self._text else {}
             items.append(
                 {
-                    "path": f"{batch}{i:0{_DIGITS}d}",
-                    "payload": message_to_dict(message),
+                    "path": path,
+                    "payload": payload,
                     "metadata": {"session_id": self.session_id, "role": message.type},
                     "type": "episodic",
                     "provenance": "observed",
                     **extra,
                 }
             )
-        results = self._client.store_many(items)
+        results = self._client.store_many([*parts, *items])
         stored = {item["path"]: self._client.get(item["path"]) for item in items}  # the payloads as a reader gets them
         _wrote(self._client, listing, results[-1].snapshot_id, {p: m.payload for p, m in stored.items() if m is not None})
 
@@ -202,7 +223,7 @@ class SovsealChatMessageHistory(BaseChatMessageHistory):
 
     def clear(self) -> None:
         """Delete the session's messages, newest first."""
-        listing, _, paths = self._records()
+        listing, payloads, paths = self._records()
         head = None
         for path in reversed(paths):
             result = self._client.delete(path)
@@ -210,6 +231,7 @@ class SovsealChatMessageHistory(BaseChatMessageHistory):
                 head = result.snapshot_id
         if head is not None:
             _wrote(self._client, listing, head, dict.fromkeys(paths))
+            drop_parts(self._client, [payloads[p] for p in paths], [])
 
     async def aclear(self) -> None:
         await asyncio.to_thread(self.clear)

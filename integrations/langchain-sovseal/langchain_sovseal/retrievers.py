@@ -12,7 +12,7 @@ from pydantic import ConfigDict, model_validator
 
 from sovseal import Memory, Sovseal
 
-from ._common import memory_metadata, payload_text, scoped_filter, translate_filter
+from ._common import memory_metadata, payload_text, read_payload, scoped_filter, translate_filter
 from .vectorstores import SovsealVectorStore
 
 
@@ -74,7 +74,7 @@ class SovsealRetriever(BaseRetriever):
     def _document(self, memory: Memory) -> Document:
         if self.vectorstore is not None:
             return self.vectorstore._document(memory)
-        return Document(id=memory.path, page_content=payload_text(memory.payload), metadata=memory_metadata(memory))
+        return Document(id=memory.path, page_content=payload_text(read_payload(self._handle(), memory)), metadata=memory_metadata(memory))
 
     def recall_memories(
         self,

@@ -12,7 +12,8 @@ from langchain_core.stores import ByteStore
 
 from sovseal import Sovseal
 
-from ._common import ROOT, accepts, check_key, check_segment, list_paths, open_client
+from . import _parts
+from ._common import PARTS_ROOT, ROOT, accepts, check_key, check_segment, drop_parts, list_paths, open_client, read_payload
 
 
 class SovsealByteStore(ByteStore):
@@ -20,8 +21,8 @@ class SovsealByteStore(ByteStore):
     lineage (overwrites and deletes are snapshots; nothing is lost), replicated as ciphertext.
 
     Useful as the docstore of ``CacheBackedEmbeddings`` or of a parent-document retriever. Keys live at
-    ``langchain-kv/<namespace>/<key>``; values are stored base64-encoded (a record holds at most 256 KiB
-    of canonical JSON, so values up to about 190 KiB).
+    ``langchain-kv/<namespace>/<key>``; values are stored base64-encoded, a value over 96 KiB in part
+    records (values up to 48 MiB). ``mset`` is one ``Sovseal.store_many``: all pairs or none.
 
     Args:
         client: an open ``sovseal.Sovseal`` to share (this store never closes it).
@@ -76,7 +77,7 @@ class SovsealByteStore(ByteStore):
         out: list[bytes | None] = []
         for key in keys:
             memory = self._client.get(self._path(key))
-            out.append(None if memory is None else base64.b64decode(memory.payload))
+            out.append(None if memory is None else base64.b64decode(read_payload(self._client, memory)))
         return out
 
     def mset(self, key_value_pairs: Sequence[tuple[str, bytes]]) -> None:
@@ -85,15 +86,27 @@ class SovsealByteStore(ByteStore):
             if not isinstance(value, (bytes, bytearray, memoryview)):
                 raise TypeError(f"values of a ByteStore are bytes, got {type(value).__name__} for key {key!r}")
             planned.append((self._path(key), base64.b64encode(bytes(value)).decode("ascii")))
-        for path, payload in planned:
+        parts: list[dict[str, Any]] = []
+        items: list[dict[str, Any]] = []
+        for path, encoded in planned:
+            payload, value_parts = _parts.pack(path, encoded, PARTS_ROOT, where=f"the value of key {path[len(self._prefix) :]!r}")
+            parts.extend(value_parts)
+            item = {"path": path, "payload": payload}
             if self._text:  # index the key, not kilobytes of base64
-                self._client.store(path, payload, text=path[len(self._prefix) :])
-            else:
-                self._client.store(path, payload)
+                item["text"] = _parts.index_text(path[len(self._prefix) :])
+            items.append(item)
+        if not items:
+            return
+        old = [self._client.get(item["path"]) for item in items]
+        self._client.store_many([*parts, *items])
+        drop_parts(self._client, [m.payload for m in old if m is not None], [item["payload"] for item in items])
 
     def mdelete(self, keys: Sequence[str]) -> None:
         for key in keys:
-            self._client.delete(self._path(key))
+            path = self._path(key)
+            old = self._client.get(path)
+            if old is not None and self._client.delete(path) is not None:
+                drop_parts(self._client, [old.payload], [])
 
     def _keys(self, prefix: str | None) -> list[str]:
         start = len(self._prefix)

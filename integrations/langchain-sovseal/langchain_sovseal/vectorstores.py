@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import dataclasses
 import os
 import uuid
 from collections.abc import Callable, Sequence
@@ -17,17 +18,21 @@ from langchain_core.vectorstores.utils import maximal_marginal_relevance
 from sovseal import LogEntry, Memory, Sovseal
 from sovseal.embed.fingerprint import qualified_name
 
+from . import _parts
 from ._common import (
+    PARTS_ROOT,
     ROOT,
     SovsealFeatureUnavailable,
     check_key,
     check_segment,
     chunked,
+    drop_parts,
     has_method,
     list_paths,
     memory_metadata,
     open_client,
     payload_text,
+    read_payload,
     scoped_filter,
 )
 from .embeddings import SovsealEmbeddings
@@ -186,7 +191,7 @@ class SovsealVectorStore(VectorStore):
     def _document(self, memory: Memory) -> Document:
         return Document(
             id=memory.path[len(self._prefix) :],
-            page_content=payload_text(memory.payload),
+            page_content=payload_text(read_payload(self._client, memory)),
             metadata=memory_metadata(memory),
         )
 
@@ -199,27 +204,43 @@ class SovsealVectorStore(VectorStore):
         """Store ``documents``; ``ids=`` (else each ``Document.id``, else a new UUID) names them.
 
         An id that exists is overwritten (a new snapshot on its path); the input documents are not
-        modified. Returns the ids, in order.
+        modified. Returns the ids, in order. Each ``page_content`` is embedded whole with this store's
+        ``Embeddings`` (``embed_documents``, up to :data:`EMBED_BATCH` texts a call), as
+        ``InMemoryVectorStore`` does, the empty string too. All documents are stored with one
+        ``Sovseal.store_many``: every document is checked first, so one that sovseal refuses stores
+        none of them. A ``page_content`` over 128 KiB of JSON is stored in part records.
         """
         ids: Sequence[str | None] | None = kwargs.pop("ids", None)
         memory_type = kwargs.pop("memory_type", self._memory_type)
         if ids is not None and len(ids) != len(documents):
             raise ValueError(f"got {len(ids)} ids for {len(documents)} documents")
         out: list[str] = []
-        planned: list[tuple[str, Document]] = []
+        parts: list[dict[str, Any]] = []
+        records: list[dict[str, Any]] = []
         for i, doc in enumerate(documents):
             doc_id = ids[i] if ids is not None and ids[i] is not None else doc.id
             if doc_id is None:
                 doc_id = str(uuid.uuid4())
-            planned.append((self._path(doc_id), doc))  # validate every id before the first write
-            out.append(doc_id)
-        for batch in chunked(planned, EMBED_BATCH):
-            self._client.store_many(
-                [
-                    {"path": path, "payload": doc.page_content, "metadata": dict(doc.metadata), "type": memory_type, "text": doc.page_content}
-                    for path, doc in batch
-                ]
+            path = self._path(doc_id)  # every id is checked before the first write
+            content = doc.page_content
+            if not isinstance(content, str):
+                raise TypeError(f"page_content must be a str, got {type(content).__name__} for document {doc_id!r}")
+            payload, doc_parts = _parts.pack(path, content, PARTS_ROOT, where=f"the page_content of document {doc_id!r}")
+            parts.extend(doc_parts)
+            records.append(
+                {"path": path, "payload": payload, "metadata": dict(doc.metadata), "type": memory_type, "text": _parts.index_text(content)}
             )
+            out.append(doc_id)
+        if not records:
+            return out
+        rows: list[np.ndarray] = []
+        for batch in chunked([doc.page_content for doc in documents], EMBED_BATCH):
+            rows.append(np.asarray(self._embedding.embed_documents(batch), dtype=np.float32).reshape(len(batch), -1))
+        embedded = np.concatenate(rows)
+        vectors = np.concatenate([np.zeros((len(parts), embedded.shape[1]), dtype=np.float32), embedded]) if parts else embedded
+        old = [self._client.get(item["path"]) for item in records]
+        self._client.store_many([*parts, *records], vectors=vectors)
+        drop_parts(self._client, [m.payload for m in old if m is not None], [item["payload"] for item in records])
         return out
 
     async def aadd_documents(self, documents: list[Document], **kwargs: Any) -> list[str]:
@@ -235,7 +256,9 @@ class SovsealVectorStore(VectorStore):
             raise TypeError(f"unexpected arguments: {', '.join(sorted(kwargs))}")
         paths = list_paths(self._client, self._prefix) if ids is None else [self._path(i) for i in ids]
         for path in paths:
-            self._client.delete(path)
+            old = self._client.get(path)
+            if old is not None and self._client.delete(path) is not None:
+                drop_parts(self._client, [old.payload], [])
         return True
 
     async def adelete(self, ids: list[str] | None = None, **kwargs: Any) -> bool | None:
@@ -264,7 +287,7 @@ class SovsealVectorStore(VectorStore):
         for doc_id in ids:
             memory = self._client.get(self._path(doc_id))
             if memory is not None:
-                out[doc_id] = memory
+                out[doc_id] = dataclasses.replace(memory, payload=read_payload(self._client, memory))
         return out
 
     # -- similarity search ---------------------------------------------------------------------
