@@ -19,8 +19,9 @@ The mapping (docs/integrations/langgraph.md has the long form):
   thread on the records it keeps. The old records stay sealed in the lineage.
 
 The saver keeps an in-memory index (paths and snapshot ids) built from ``log()`` the first time
-a thread is touched, and checks the branches' heads before every read and every write, and HEAD
-again as the write appends (``store(if_heads=...)``), so records written by another process, or
+a thread is touched, and checks the branches' heads before every read; a write passes every head
+its index knows to the store, which checks them as it appends (``store(if_heads={branch: [heads]})``),
+so records written by another process, or
 pulled from another device, are picked up. A thread written on two devices has, after a sync, two
 heads on its branches: the index holds what both hold, the latest checkpoint is the greatest id as
 always, and the next checkpoint stored goes on both heads (docs/integrations/langgraph.md, "On two
@@ -614,7 +615,7 @@ class _SovsealSaverBase(BaseCheckpointSaver[str]):
         records: list[tuple[str, Any]],
         *,
         parent: str | None = None,
-        if_heads: dict[str, str] | None = None,
+        if_heads: dict[str, list[str]] | None = None,
     ) -> None:
         """Store records in order on ``branch`` (the first one with ``parent=``) and index them.
 
@@ -624,7 +625,8 @@ class _SovsealSaverBase(BaseCheckpointSaver[str]):
         costs less for one. Records carry no sovseal metadata: their path and payload say what they
         are, and they are never recalled. What was sealed is remembered as opened: the next read
         rechecks the frame on disk instead of decrypting it again. ``if_heads`` (one record only) is
-        passed to ``store``: HeadMovedError, with nothing stored, if one of those HEADs is elsewhere.
+        passed to ``store``: HeadMovedError, with nothing stored, if one of those branches' heads are
+        not exactly the ones listed.
         """
         if if_heads is not None and len(records) != 1:
             raise ValueError("if_heads applies to a single record")
@@ -881,12 +883,12 @@ class _SovsealSaverBase(BaseCheckpointSaver[str]):
         """Store a checkpoint's record (and its parts) as the thread's index places it; caller holds the lock.
 
         ``fresh``: the index was just checked against the live branch's heads. Otherwise the usual
-        put, one record appended to the live branch, is stored at once with ``if_heads`` (the store
-        checks the HEAD the index knows as it appends: one catch-up with other writers instead of
-        two), once the branch is seen to have no head the index does not know (a pull can add one
-        older than HEAD, which ``if_heads`` does not look at); it returns False, having stored
-        nothing, if the heads moved or if the put forks or has parts, which act on more of the
-        index: the caller refreshes the index and calls again.
+        put, one record appended to the live branch, is stored at once with ``if_heads`` listing
+        every head the index knows for the branch (the store checks, under its writer lock, that the
+        branch's heads are exactly those, so a pull that added one older than HEAD is caught too,
+        with no separate read of the heads); it returns False, having stored nothing, if the heads
+        moved or if the put forks or has parts, which act on more of the index: the caller
+        refreshes the index and calls again.
 
         A checkpoint whose parent is one of the live branch's heads, or the namespace's newest,
         goes on every head (after a sync that merges what two devices wrote); one whose parent is
@@ -910,12 +912,12 @@ class _SovsealSaverBase(BaseCheckpointSaver[str]):
             "blobs": descriptors,
         }
         records = [*parts, (path, payload)]
-        head = fam.heads.get(fam.live)
-        conditions: dict[str, str] | None = None
+        conditions: dict[str, list[str]] | None = None
         if not fresh:
-            if parts or head is None or self._moved(fam, fam.live):
+            tips = fam.tips(fam.live)
+            if parts or None in tips:
                 return False
-            conditions = {fam.live: head}
+            conditions = {fam.live: list(tips)}  # every head, as the index knows them: the store checks them all
         forks = (
             parent_ref is not None
             and existing is None
@@ -981,19 +983,19 @@ class _SovsealSaverBase(BaseCheckpointSaver[str]):
         """Store a task's pending writes (merged into its record, if it has one); caller holds the lock.
 
         ``fresh`` as for :meth:`_put_record`: otherwise a task's first writes, one record, are stored
-        (once the branch is seen to have no head the index does not know)
-        with ``if_heads`` holding the writes branch's HEAD (and the live branch's, when the checkpoint
+        with ``if_heads`` listing the writes branch's heads as the index knows them (and the live
+        branch's, when the checkpoint
         is not in the index: the store then checks that no other handle has stored it meanwhile);
         merging into a stored record reads it, and parts act on more of the index, so those return
         False (nothing stored) for a refreshed index first.
         """
-        head = fam.heads.get(fam.writes)  # as the index knows it
         path = fam.task_writes.get((ns, checkpoint_id), {}).get(task_id) or new_path
-        conditions: dict[str, str] | None = None
+        conditions: dict[str, list[str]] | None = None
         if not fresh:
-            if path in fam.merged or head is None or self._moved(fam, fam.writes):
+            tips = fam.tips(fam.writes)  # as the index knows them
+            if path in fam.merged or None in tips:
                 return False
-            conditions = {fam.writes: head}
+            conditions = {fam.writes: list(tips)}
         record = self._writes_record(fam, path) if path in fam.merged else None
         current = record.payload if record is not None else None
         entries: dict[int, dict[str, Any]] = {e["idx"]: e for e in current["writes"]} if current else {}
@@ -1018,9 +1020,9 @@ class _SovsealSaverBase(BaseCheckpointSaver[str]):
             # Not stored yet (its put may be waiting for this lock), or stored by another handle: then
             # on the live branch, whose HEAD moved (archives appear only with a fork, which moves it
             # too). A fresh index looks now; otherwise the store checks the live HEAD as it appends.
-            live_head = fam.heads.get(fam.live)
-            if conditions is not None and live_head is not None and not self._moved(fam, fam.live):
-                conditions[fam.live] = live_head
+            live_tips = fam.tips(fam.live)
+            if conditions is not None and None not in live_tips:
+                conditions[fam.live] = list(live_tips)
             else:
                 self._refresh(fam, only=fam.live)
                 cp_path = fam.checkpoints.get(ns, {}).get(checkpoint_id)
