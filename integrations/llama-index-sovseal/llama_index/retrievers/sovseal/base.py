@@ -82,7 +82,7 @@ class SovsealRetriever(BaseRetriever):
             self._client.close()
 
     def _node(self, memory: Memory) -> NodeWithScore:
-        node = node_from_memory(memory)
+        node = node_from_memory(memory, self._client)
         if self.include_lineage:
             node.metadata.update(
                 sovseal_path=memory.path,

@@ -161,3 +161,37 @@ def delete_many(client: Sovseal, paths: Iterable[str]) -> None:
         return
     for path in paths:
         client.delete(path)
+
+
+# -- values in parts (see _parts.py) --------------------------------------------------------------
+
+#: Where the part records of values too large for one record live.
+PARTS_ROOT = "llamaindex-parts/"
+
+
+def read_payload(client: Sovseal | None, memory: Memory) -> Any:
+    """A memory's value: its payload, or the parts it names joined and checked."""
+    from . import _parts
+
+    if client is None or _parts.descriptor(memory.payload) is None:
+        return memory.payload
+
+    def get(path: str) -> Any:
+        found = client.get(path)
+        return None if found is None else found.payload
+
+    return _parts.unpack(memory.path, memory.payload, PARTS_ROOT, get)
+
+
+def drop_parts(client: Sovseal, old_payloads: Iterable[Any], new_payloads: Iterable[Any]) -> None:
+    """Delete the part records the old payloads named and the new ones do not."""
+    from . import _parts
+
+    delete_many(client, _parts.stale(list(old_payloads), list(new_payloads), PARTS_ROOT))
+
+
+def delete_with_parts(client: Sovseal, memories: Iterable[Memory]) -> None:
+    """Delete these records and the part records they name."""
+    memories = list(memories)
+    delete_many(client, [m.path for m in memories])
+    drop_parts(client, [m.payload for m in memories], [])

@@ -31,7 +31,7 @@ from llama_index.core.vector_stores.types import (
 )
 from llama_index.core.vector_stores.utils import metadata_dict_to_node, node_to_metadata_dict
 
-from . import _sdk
+from . import _parts, _sdk
 from .filters import Plan, plan
 
 if TYPE_CHECKING:
@@ -43,10 +43,12 @@ _RECALL_MODES = (VectorStoreQueryMode.DEFAULT, VectorStoreQueryMode.HYBRID, Vect
 DEFAULT_MMR_PREFETCH = 4
 
 
-def node_from_memory(memory: Memory) -> BaseNode:
+def node_from_memory(memory: Memory, client: Sovseal | None = None) -> BaseNode:
     """The LlamaIndex node a sovseal memory holds: the stored node for records the vector store
-    wrote, else a ``TextNode`` whose id is the path and whose metadata is the memory's metadata."""
-    payload = memory.payload
+    wrote, else a ``TextNode`` whose id is the path and whose metadata is the memory's metadata.
+
+    With ``client``, a text stored in part records is read back whole."""
+    payload = _sdk.read_payload(client, memory)
     if isinstance(payload, str):
         text = payload
     else:
@@ -145,13 +147,16 @@ class SovsealVectorStore(BasePydanticVectorStore):
     def _item(self, node: BaseNode) -> dict[str, Any]:
         metadata = node_to_metadata_dict(node, remove_text=True, flat_metadata=self.flat_metadata)
         content = node.get_content(metadata_mode=MetadataMode.NONE)
+        path = self._path(node.node_id)
+        payload, parts = _parts.pack(path, content, _sdk.PARTS_ROOT, where=f"the text of node {node.node_id!r}")
         return {
-            "path": self._path(node.node_id),
-            "payload": content,
+            "path": path,
+            "payload": payload,
             "metadata": metadata,
             "type": self.memory_type,
-            "text": content or None,  # embed and match the node's text alone, not its generated path
-        }
+            # embed and match the node's text alone, not its generated path ("" too, as " ")
+            "text": _parts.index_text(content),
+        }, parts
 
     def _plan(
         self,
@@ -169,11 +174,16 @@ class SovsealVectorStore(BasePydanticVectorStore):
 
     def add(self, nodes: Sequence[BaseNode], **add_kwargs: Any) -> list[str]:
         """Store each node as a sealed record (durable when this returns); returns the node ids."""
-        items = [self._item(node) for node in nodes]  # every node is serialised before anything is written
+        packed = [self._item(node) for node in nodes]  # every node is serialised before anything is written
+        items = [item for item, _ in packed]
+        parts = [part for _, node_parts in packed for part in node_parts]
         vectors = None
         if self.use_node_embeddings and nodes and all(node.embedding is not None for node in nodes):
-            vectors = [node.embedding for node in nodes]
-        _sdk.store_many(self._client, items, vectors)
+            rows = np.asarray([node.embedding for node in nodes], dtype=np.float32)
+            vectors = np.concatenate([np.zeros((len(parts), rows.shape[1]), dtype=np.float32), rows]) if parts else rows
+        old = [m for m in (self._client.get(item["path"]) for item in items) if m is not None]
+        _sdk.store_many(self._client, [*parts, *items], vectors)  # one durable batch: all nodes or none
+        _sdk.drop_parts(self._client, [m.payload for m in old], [item["payload"] for item in items])
         return [node.node_id for node in nodes]
 
     async def async_add(self, nodes: Sequence[BaseNode], **kwargs: Any) -> list[str]:
@@ -181,8 +191,7 @@ class SovsealVectorStore(BasePydanticVectorStore):
 
     def delete(self, ref_doc_id: str, **delete_kwargs: Any) -> None:
         """Delete every node of the source document ``ref_doc_id`` (tombstones; history stays)."""
-        found = self._find(self._plan(doc_ids=[ref_doc_id]))
-        _sdk.delete_many(self._client, [m.path for m in found])
+        _sdk.delete_with_parts(self._client, self._find(self._plan(doc_ids=[ref_doc_id])))
 
     async def adelete(self, ref_doc_id: str, **delete_kwargs: Any) -> None:
         await asyncio.to_thread(self.delete, ref_doc_id, **delete_kwargs)
@@ -198,8 +207,7 @@ class SovsealVectorStore(BasePydanticVectorStore):
             raise ValueError("delete_nodes needs node_ids or filters; clear() deletes every node of the collection")
         if node_ids is not None and not node_ids:
             return
-        found = self._find(self._plan(filters, node_ids=node_ids))
-        _sdk.delete_many(self._client, [m.path for m in found])
+        _sdk.delete_with_parts(self._client, self._find(self._plan(filters, node_ids=node_ids)))
 
     async def adelete_nodes(
         self,
@@ -211,7 +219,7 @@ class SovsealVectorStore(BasePydanticVectorStore):
 
     def clear(self) -> None:
         """Delete every node of this collection (the lineage keeps them: ``rollback`` brings them back)."""
-        _sdk.delete_many(self._client, [m.path for m in self._find(self._plan())])
+        _sdk.delete_with_parts(self._client, self._find(self._plan()))
 
     async def aclear(self) -> None:
         await asyncio.to_thread(self.clear)
@@ -227,7 +235,7 @@ class SovsealVectorStore(BasePydanticVectorStore):
         if node_ids is not None and not node_ids:
             return []
         found = self._find(self._plan(filters, node_ids=node_ids))
-        nodes = [node_from_memory(m) for m in found]
+        nodes = [node_from_memory(m, self._client) for m in found]
         if node_ids is not None:
             rank = {node_id: i for i, node_id in enumerate(node_ids)}
             nodes.sort(key=lambda n: rank.get(n.node_id, len(rank)))
@@ -271,7 +279,7 @@ class SovsealVectorStore(BasePydanticVectorStore):
             raise ValueError("a sovseal query needs query_str (or query_embedding from the store's embedder)")
         else:
             raise NotImplementedError(f"SovsealVectorStore does not answer {mode.value!r} queries: use default, hybrid or mmr")
-        nodes = [node_from_memory(m) for m in found]
+        nodes = [node_from_memory(m, self._client) for m in found]
         return VectorStoreQueryResult(
             nodes=nodes,
             similarities=[float(m.score) if m.score is not None else 0.0 for m in found],
@@ -299,7 +307,7 @@ class SovsealVectorStore(BasePydanticVectorStore):
         candidates = self._dense(vector, prefetch, p)
         if not candidates:
             return []
-        texts = [node_from_memory(m).get_content(metadata_mode=MetadataMode.NONE) for m in candidates]
+        texts = [node_from_memory(m, self._client).get_content(metadata_mode=MetadataMode.NONE) for m in candidates]
         embeddings = self._queries.documents(texts)
         norms = np.linalg.norm(embeddings, axis=1, keepdims=True)
         embeddings = embeddings / np.where(norms == 0, 1, norms)

@@ -33,7 +33,7 @@ from llama_index.core.base.llms.types import ChatMessage
 from llama_index.core.bridge.pydantic import Field, PrivateAttr
 from llama_index.core.storage.chat_store.base import BaseChatStore
 from llama_index.core.storage.chat_store.base_db import AsyncDBChatStore, MessageStatus
-from llama_index.vector_stores.sovseal import _sdk
+from llama_index.vector_stores.sovseal import _parts, _sdk
 from llama_index.vector_stores.sovseal.filters import plan
 
 if TYPE_CHECKING:
@@ -64,9 +64,9 @@ class _Chats:
         found = _sdk.find(self.client, plan(kp, where), prefix=kp)
         return sorted(found, key=_order)
 
-    @staticmethod
-    def message(memory: Memory) -> ChatMessage:
-        return ChatMessage.model_validate(memory.payload)
+    def message(self, memory: Memory) -> ChatMessage:
+        """The message a record holds (a message over 128 KiB of JSON is read back from its parts)."""
+        return ChatMessage.model_validate(_sdk.read_payload(self.client, memory))
 
     def messages(
         self, key: str, status: MessageStatus | None = MessageStatus.ACTIVE, limit: int | None = None, offset: int | None = None
@@ -80,12 +80,17 @@ class _Chats:
         return len(self.records(key, status))
 
     def _items(self, key: str, first_seq: int, messages: list[ChatMessage], status: MessageStatus) -> list[dict[str, Any]]:
+        """The records of ``messages`` (and, first, the part records of any over 128 KiB of JSON)."""
         kp = self._key_prefix(key)
         batch = f"{time.time_ns():016x}{os.urandom(4).hex()}"  # unique, and concurrent batches sort by time
-        return [
-            {
-                "path": f"{kp}{seq:012d}.{batch}",
-                "payload": message.model_dump(mode="json"),
+        parts: list[dict[str, Any]] = []
+        items: list[dict[str, Any]] = []
+        for seq, message in enumerate(messages, first_seq):
+            path = f"{kp}{seq:012d}.{batch}"
+            payload, message_parts = _parts.pack(path, message.model_dump(mode="json"), _sdk.PARTS_ROOT, where=f"message {seq} of {key!r}")
+            item = {
+                "path": path,
+                "payload": payload,
                 "metadata": {
                     "chat_key": key,
                     "seq": seq,
@@ -96,10 +101,14 @@ class _Chats:
                 },
                 "type": "episodic",
             }
-            for seq, message in enumerate(messages, first_seq)
-        ]
+            if message_parts:  # recall would otherwise index the descriptor: index the message's start
+                item["text"] = _parts.index_text(f"{message.role.value}: {message.content or ''}")
+            parts.extend(message_parts)
+            items.append(item)
+        return [*parts, *items]
 
     def add(self, key: str, messages: list[ChatMessage], status: MessageStatus = MessageStatus.ACTIVE) -> None:
+        """Append ``messages`` with one ``Sovseal.store_many``: all of them, or none if one is refused."""
         if not messages:
             return
         with self.lock:
@@ -108,22 +117,27 @@ class _Chats:
             _sdk.store_many(self.client, self._items(key, first, list(messages), status))
 
     def set(self, key: str, messages: list[ChatMessage], status: MessageStatus = MessageStatus.ACTIVE) -> None:
+        """Replace the key's messages: the new ones are stored first (one ``store_many``; a refused
+        message changes nothing), then the old ones are deleted."""
         with self.lock:
-            self.delete(key)
+            old = self.records(key)
             _sdk.store_many(self.client, self._items(key, 0, list(messages), status))
+            _sdk.delete_with_parts(self.client, old)
 
     def delete(self, key: str, status: MessageStatus | None = None) -> list[ChatMessage]:
         with self.lock:
             recs = self.records(key, status)
-            _sdk.delete_many(self.client, [m.path for m in recs])
-            return [self.message(m) for m in recs]
+            messages = [self.message(m) for m in recs]
+            _sdk.delete_with_parts(self.client, recs)
+            return messages
 
     def delete_seq(self, key: str, seq: int) -> ChatMessage | None:
         with self.lock:
             for m in self.records(key):
                 if m.metadata["seq"] == seq:
-                    self.client.delete(m.path)
-                    return self.message(m)
+                    message = self.message(m)
+                    _sdk.delete_with_parts(self.client, [m])
+                    return message
             return None
 
     def delete_position(self, key: str, idx: int) -> ChatMessage | None:
@@ -132,8 +146,9 @@ class _Chats:
             if not -len(recs) <= idx < len(recs):
                 return None
             m = recs[idx]
-            self.client.delete(m.path)
-            return self.message(m)
+            message = self.message(m)
+            _sdk.delete_with_parts(self.client, [m])
+            return message
 
     def oldest(self, key: str, n: int, *, archive: bool) -> list[ChatMessage]:
         if n <= 0:
@@ -141,21 +156,18 @@ class _Chats:
         with self.lock:
             recs = self.records(key, MessageStatus.ACTIVE)[:n]
             if archive:
-                _sdk.store_many(
-                    self.client,
-                    [
-                        {
-                            "path": m.path,
-                            "payload": m.payload,
-                            "metadata": {**m.metadata, "status": MessageStatus.ARCHIVED.value},
-                            "type": m.type,
-                        }
-                        for m in recs
-                    ],
-                )
-            else:
-                _sdk.delete_many(self.client, [m.path for m in recs])
-            return [self.message(m) for m in recs]
+                messages = [self.message(m) for m in recs]
+                items = []
+                for m, message in zip(recs, messages, strict=True):
+                    item = {"path": m.path, "payload": m.payload, "metadata": {**m.metadata, "status": MessageStatus.ARCHIVED.value}, "type": m.type}
+                    if _parts.descriptor(m.payload) is not None:  # the same recall text as when it was added
+                        item["text"] = _parts.index_text(f"{message.role.value}: {message.content or ''}")
+                    items.append(item)
+                _sdk.store_many(self.client, items)  # one durable batch
+                return messages
+            messages = [self.message(m) for m in recs]
+            _sdk.delete_with_parts(self.client, recs)
+            return messages
 
     def keys(self) -> list[str]:
         found = _sdk.find(self.client, plan(self.prefix, None), prefix=self.prefix)
