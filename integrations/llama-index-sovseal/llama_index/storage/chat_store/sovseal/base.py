@@ -332,8 +332,7 @@ class SovsealLegacyChatStore(BaseChatStore):
         return deleted or None
 
     def delete_message(self, key: str, idx: int) -> ChatMessage | None:
-        if idx < 0:
-            return None
+        """Delete the message at position ``idx`` (negative: from the end, as ``SimpleChatStore`` does)."""
         return self._chats.delete_position(key, idx)
 
     def delete_last_message(self, key: str) -> ChatMessage | None:
