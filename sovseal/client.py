@@ -25,7 +25,7 @@ from .models import Conflict, LogEntry, Memory, Status, StoreResult, VerifyRepor
 from .replication import DEFAULT_MAX_OUTBOX_BYTES, ReplicatedStatus, ReplicationConfig
 from .replication import start as start_replication
 from .replication.periodic import ENV_SYNC_INTERVAL, PeriodicPull
-from .store import DEFAULT_BRANCH, Appended, LocalStore, Opened
+from .store import CHECKPOINT_ON_CLOSE, DEFAULT_BRANCH, Appended, LocalStore, Opened
 from .wire import WireItem
 
 if TYPE_CHECKING:  # numpy, the index (pyarrow, LanceDB) and recall load on first use: reads need none of them
@@ -210,6 +210,10 @@ class Sovseal:
             self.syncing.close()
         if self.replication is not None:
             self.replication.close()  # a healthy worker drains first; the rest goes on the next open
+        if self._shared.recaller is not None:
+            self._shared.recaller.close()  # a checkpoint, when enough was added (docs/design.md)
+        else:
+            self._store.checkpoint_if_due(CHECKPOINT_ON_CLOSE)  # the lineage alone: nothing recalled here
         with self._shared.lock:
             if self._shared.index is not None:
                 self._shared.index.close()

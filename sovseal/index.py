@@ -5,6 +5,10 @@ table can be dropped and rebuilt by re-embedding. The table holds (node, vector)
 payload or id other than the lineage's node number. Vectors are plaintext by necessity (see
 docs/design.md).
 
+- Cold open: the matrix and the IVF lists are also kept as a file to memory-map
+  (:mod:`sovseal.vector_snapshot`), written on close; an index that has one opens without importing
+  lancedb or reading the table, and reads the table only when a recall finds vectors missing
+  (written by another process since) or a new vector must be persisted.
 - Persistence: ``store`` never waits on LanceDB. A new vector goes to the matrix at once (searches
   see it) and to a pending set that a worker thread adds to the table in batches (one Lance
   version per batch instead of one per record), compacting every so often. On open, the worker
@@ -44,8 +48,8 @@ from pathlib import Path
 from typing import Any
 
 import numpy as np
-import pyarrow as pa
 
+from . import vector_snapshot
 from .filelock import WriterLock
 
 log = logging.getLogger(__name__)
@@ -112,7 +116,6 @@ class VectorIndex:
         probe_fraction: float = IVF_PROBE_FRACTION,
         read_only: bool = False,
     ) -> None:
-        lancedb = _import_lancedb()
         self.directory = directory
         self.read_only = read_only  # a store on a read-only volume: vectors it lacks stay in memory
         self.dim = dim
@@ -139,14 +142,55 @@ class VectorIndex:
         self._ivf: _Ivf | None = None
         self._build_lock = threading.Lock()
         self._loaded = threading.Event()
-        # A read-only store without an index has nowhere to create one: it keeps its vectors in memory.
-        self._db = None if read_only and not directory.is_dir() else lancedb.connect(str(directory))
-        self._schema = pa.schema([pa.field("node", pa.int64()), pa.field("vector", pa.list_(pa.float32(), dim))])
-        self._table = self._opened_table()
+        self._table_lock = threading.Lock()
+        self._db: Any = None
+        self._table: Any = None
+        self._table_open = False  # the table was opened (and its nodes read) by this handle
+        self._snapshot: tuple[str, int] | None = None  # (generation, rows) the matrix starts from
+        self._snapshot_order = False  # rows below the snapshot's are still in its order (no rebuild, no replacement)
+        if not self._restore_snapshot():
+            self._open_table_now()
         self._wake = threading.Event()
         self._stop = threading.Event()
         self._worker = threading.Thread(target=self._run, name="sovseal-index", daemon=True)
         self._worker.start()
+
+    def _open_table_now(self) -> None:
+        """Import lancedb, connect and open (or create) the table; idempotent, thread-safe."""
+        with self._table_lock:
+            if self._table_open:
+                return
+            lancedb = _import_lancedb()
+            import pyarrow as pa
+
+            self._schema = pa.schema([pa.field("node", pa.int64()), pa.field("vector", pa.list_(pa.float32(), self.dim))])
+            # A read-only store without an index has nowhere to create one: it keeps its vectors in memory.
+            if not (self.read_only and not self.directory.is_dir()):
+                self._db = lancedb.connect(str(self.directory))
+            self._table = self._opened_table()
+            self._table_open = True
+
+    def _restore_snapshot(self) -> bool:
+        """Start from the snapshot (memory-mapped), marking the index loaded; False without one."""
+        found = vector_snapshot.load(self.directory, self.dim)
+        if found is None:
+            return False
+        rows = found.rows
+        row_node = np.full(len(found.matrix), -1, dtype=np.int64)
+        row_node[:rows] = found.row_node
+        top = int(found.row_node.max()) + 1
+        node_row = np.full(max(top, 1024), -1, dtype=np.int64)
+        node_row[found.row_node] = np.arange(rows)
+        self._matrix, self._rows, self._row_node, self._node_row = found.matrix, rows, row_node, node_row
+        self._has = node_row >= 0
+        self._top = top - 1
+        self._indexed = set(found.row_node.tolist())
+        if found.centroids is not None and found.offsets is not None:
+            self._ivf = _Ivf(found.centroids, found.offsets, found.trained_rows)
+        self._snapshot = (found.gen, rows)
+        self._snapshot_order = True
+        self._loaded.set()
+        return True
 
     def _opened_table(self):  # noqa: ANN202 - lancedb's Table type is not exported stably
         """:meth:`_open_table` under a lock file shared by every process opening this index.
@@ -178,13 +222,18 @@ class VectorIndex:
                 table = self._db.open_table(_TABLE)
                 if table.schema.field("vector").type == self._schema.field("vector").type:
                     nodes = table.search().select(["node"]).limit(None).to_arrow().column("node").to_pylist()
-                    self._indexed = set(nodes)
+                    self._indexed.update(nodes)
                     return table
                 log.warning("vector index has another dimension; rebuilding it")
         except Exception as exc:  # noqa: BLE001 - any failure to read an index means: rebuild it
             log.warning("vector index unreadable (%s); rebuilding it from the journal", exc)
         self.rebuilt = True
         shutil.rmtree(self.directory / f"{_TABLE}.lance", ignore_errors=True)
+        shutil.rmtree(self.directory / vector_snapshot.DIRECTORY, ignore_errors=True)  # it mirrored the old table
+        with self._lock:  # vectors a snapshot brought are in no table now: persist them again
+            self._indexed.clear()
+            for row in range(self._rows):
+                self._pending[int(self._row_node[row])] = self._matrix[row]
         return self._db.create_table(_TABLE, schema=self._schema, mode="overwrite")
 
     def _read_only_table(self):  # noqa: ANN202 - lancedb's Table type is not exported stably
@@ -195,17 +244,23 @@ class VectorIndex:
             if _TABLE in self._db.list_tables().tables:
                 table = self._db.open_table(_TABLE)
                 if table.schema.field("vector").type == self._schema.field("vector").type:
-                    self._indexed = set(table.search().select(["node"]).limit(None).to_arrow().column("node").to_pylist())
+                    self._indexed.update(table.search().select(["node"]).limit(None).to_arrow().column("node").to_pylist())
                     return table
         except Exception as exc:  # noqa: BLE001 - without it every vector is embedded again, in memory
             log.warning("vector index unreadable (%s); vectors are embedded again in memory", exc)
         return None
 
     def _load(self) -> None:
-        """Read every stored vector into the matrix (the worker's first job)."""
+        """Read every stored vector the matrix lacks into it (the worker's first job without a
+        snapshot; with one, what a recall that found vectors missing asks for)."""
         try:
-            if self._indexed:
-                data = self._table.search().select(["node", "vector"]).limit(None).to_arrow()
+            with self._lock:
+                lacking = [n for n in self._indexed if n >= len(self._node_row) or self._node_row[n] < 0]
+            if lacking and self._table is not None:
+                query = self._table.search().select(["node", "vector"]).limit(None)
+                if self._snapshot is not None:  # only the rows the snapshot lacks
+                    query = query.where(f"node IN ({','.join(map(str, sorted(lacking)))})") if len(lacking) < 10_000 else query
+                data = query.to_arrow()
                 nodes = data.column("node").to_numpy()
                 column = data.column("vector").combine_chunks()
                 matrix = column.flatten().to_numpy(zero_copy_only=False).reshape(len(nodes), self.dim)
@@ -214,6 +269,14 @@ class VectorIndex:
             log.warning("vector index could not be loaded (%s); missing vectors will be re-embedded", exc)
         finally:
             self._loaded.set()
+
+    def _consult_table(self) -> None:
+        """With a snapshot: open the table once and load the vectors it has that the matrix lacks
+        (stored by other processes after the snapshot was written)."""
+        if self._table_open:
+            return
+        self._open_table_now()
+        self._load()
 
     # -- writing ---------------------------------------------------------------------------
 
@@ -247,6 +310,7 @@ class VectorIndex:
                     continue  # loading: the vector added since is newer
                 else:
                     self.replaced += 1
+                    self._snapshot_order = False
                 self._matrix[row] = vector
                 if persist and node not in self._indexed:
                     self._pending[node] = self._matrix[row]
@@ -271,6 +335,14 @@ class VectorIndex:
 
     def missing(self, nodes: Iterable[int]) -> list[int]:
         """The nodes that have no vector yet (while the table loads: neither stored nor added)."""
+        nodes = list(nodes)
+        found = self._missing(nodes)
+        if found and not self._table_open:  # opened from a snapshot: the table may hold them
+            self._consult_table()
+            found = self._missing(found)
+        return found
+
+    def _missing(self, nodes: list[int]) -> list[int]:
         with self._lock:
             table, size = self._node_row, len(self._node_row)
             loading = not self._loaded.is_set()
@@ -280,6 +352,13 @@ class VectorIndex:
         """The nodes set in the boolean mask ``allowed`` that have no vector yet (one pass over the
         mask when there are none: every recall asks)."""
         self._loaded.wait()
+        found = self._missing_in(allowed)
+        if len(found) and not self._table_open:  # opened from a snapshot: the table may hold them
+            self._consult_table()
+            found = self._missing_in(allowed)
+        return found
+
+    def _missing_in(self, allowed: np.ndarray) -> np.ndarray:
         with self._lock:
             n = min(len(allowed), len(self._has))
             lacking = allowed[:n] > self._has[:n]  # allowed and no vector
@@ -291,8 +370,13 @@ class VectorIndex:
         """Write every pending vector to LanceDB now (the worker otherwise does it in batches)."""
         with self._lock:
             batch = dict(self._pending)
-        if not batch or self._table is None:  # read-only: pending vectors are searched from memory
+        if not batch:
             return
+        self._open_table_now()
+        if self._table is None:  # read-only: pending vectors are searched from memory
+            return
+        import pyarrow as pa
+
         nodes = np.fromiter(batch.keys(), dtype=np.int64, count=len(batch))
         matrix = np.stack(list(batch.values())).astype(np.float32, copy=False)
         data = pa.table(
@@ -313,12 +397,13 @@ class VectorIndex:
 
     def compact(self) -> None:
         """Merge the small fragments that batched adds leave behind, and drop old versions."""
-        if self._table is not None:
+        if self._table_open and self._table is not None:
             self._table.optimize(cleanup_older_than=timedelta(minutes=10))
         self._adds_since_compact = 0
 
     def _run(self) -> None:
-        self._load()
+        if not self._loaded.is_set():
+            self._load()
         while not self._stop.is_set():
             self._wake.wait(self._flush_interval)
             self._wake.clear()
@@ -342,6 +427,44 @@ class VectorIndex:
             self.flush()
         except Exception as exc:  # noqa: BLE001 - an index that fails to flush is rebuilt on open
             log.warning("vector index flush on close failed: %s", exc)
+            return
+        try:
+            self.save_snapshot()
+        except Exception as exc:  # noqa: BLE001 - without a snapshot the next open reads the table
+            log.warning("writing the vector snapshot failed (the next open reads the table): %s", exc)
+
+    def save_snapshot(self) -> None:
+        """Write the matrix as the snapshot the next open maps (see :mod:`sovseal.vector_snapshot`).
+
+        Only when every vector is in the table (nothing pending). Rows added since this handle's
+        snapshot are appended to it in place when the matrix kept its order and nobody replaced
+        the snapshot since; otherwise a new generation is written whole.
+        """
+        if self.read_only or not self._loaded.is_set():
+            return
+        with self._lock:
+            if self._pending or self._rows == 0:
+                return
+            matrix, rows, row_node, ivf = self._matrix, self._rows, self._row_node[: self._rows].copy(), self._ivf
+            snapshot, in_order = self._snapshot, self._snapshot_order
+        ivf_meta = None if ivf is None else (ivf.centroids, ivf.offsets, ivf.trained_rows)
+        lock = WriterLock(self.directory / _OPEN_LOCK, timeout=_OPEN_LOCK_TIMEOUT)
+        try:
+            lock.acquire()
+            try:
+                on_disk = vector_snapshot.current(self.directory)
+                if snapshot is not None and on_disk == snapshot and in_order:
+                    if rows == snapshot[1]:
+                        return
+                    if vector_snapshot.append(self.directory, snapshot[0], matrix, snapshot[1], rows, row_node, ivf_meta):
+                        self._snapshot = (snapshot[0], rows)
+                        return
+                gen = vector_snapshot.write_full(self.directory, matrix, rows, row_node, ivf_meta)
+                self._snapshot, self._snapshot_order = (gen, rows), True
+            finally:
+                lock.release()
+        finally:
+            lock.close()
 
     # -- the IVF index -----------------------------------------------------------------------
 
@@ -405,6 +528,7 @@ class VectorIndex:
                 self._pending[node] = self._matrix[self._node_row[node]]
             self._ivf = _Ivf(centroids.astype(np.float32), offsets, rows)
             self.ivf_builds += 1
+            self._snapshot_order = False
 
     # -- searching -------------------------------------------------------------------------
 

@@ -110,6 +110,7 @@ class Journal:
         self._head_mac: hmac.HMAC | None = None
         self._seq_at: dict[int, int] = {}  # offset -> sequence number the frame there must carry
         self.format = FORMAT  # a new journal's; an existing one's once its header is read
+        self.journal_id = b""  # known once the header is read or written
         self._pending_header = b""  # begin(): the header a new journal's first append writes
         self.read_only = read_only
         if read_only:
@@ -125,6 +126,13 @@ class Journal:
         if self._fd >= 0:
             os.close(self._fd)
             self._fd = -1
+
+    def fileno(self) -> int:
+        return self._fd
+
+    def forget_resume(self) -> None:
+        """Undo a :meth:`resume` that was not used: the next scan starts from byte 0."""
+        self._seq_at.clear()
 
     def size(self) -> int:
         return os.fstat(self._fd).st_size
@@ -185,7 +193,7 @@ class Journal:
 
     def _new_header(self) -> bytes:
         """A fresh random journal id, sealed into the header a new journal starts with."""
-        journal_id = os.urandom(16)
+        journal_id = self.journal_id = os.urandom(16)
         fields = JOURNAL_HEADER.pack(_MAGIC, FORMAT, journal_id, bytes(16))[:-16]
         self._use_frame_key(self._derive_frame_key(journal_id))
         self._remember(JOURNAL_HEADER.size, 0)
@@ -215,6 +223,7 @@ class Journal:
                     "Nothing was changed. Open it with the sovseal version that wrote it."
                 )
             self.format = version
+            self.journal_id = journal_id
             self._use_frame_key(frame_key)
             self._remember(JOURNAL_HEADER.size, 0)
             return
@@ -425,6 +434,29 @@ class Journal:
                     )
         result.torn_tail = size - result.end
         return result
+
+    def resume(self, end: int, slot: int, last_offset: int, last_mac: bytes) -> bool:
+        """Start this handle at ``end`` as if it had scanned the journal up to there (a checkpoint).
+
+        True when the header authenticates and the frame at ``last_offset`` ends exactly at
+        ``end``, carries the MAC ``last_mac`` and authenticates: the journal is, up to ``end``,
+        the one the checkpoint was made from (MACs cover each frame's sequence number and body,
+        under a key bound to the journal id). False, and nothing remembered, otherwise.
+        """
+        size = self.size()
+        if end > size or last_offset < JOURNAL_HEADER.size or last_offset + HEADER.size > end:
+            return False
+        with mmap.mmap(self._fd, size, prot=mmap.PROT_READ) as mm:
+            self._read_header(mm, size)
+        data = os.pread(self._fd, end - last_offset, last_offset)
+        length, mac, seq = HEADER.unpack_from(data)
+        body = data[HEADER.size :]
+        if length != len(body) or seq != slot - 1 or not hmac.compare_digest(mac, last_mac):
+            return False
+        if not hmac.compare_digest(mac, self.mac(seq, body)):
+            return False
+        self._remember(end, slot)
+        return True
 
     def _survivor(self, mm: mmap.mmap, start: int, size: int) -> bool:
         """Does an authentic frame start anywhere after ``start``? Then the bad bytes are damage."""

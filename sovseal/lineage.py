@@ -8,10 +8,12 @@ from __future__ import annotations
 
 import hashlib
 import heapq
+import json
 from collections.abc import Iterable, Iterator
 from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Any
 
-from .frames import NO_ID, AckFrame, BranchFrame, Flag, Frame, Op, RecordFrame, ReinforceFrame
+from .frames import ID_LEN, NO_ID, AckFrame, BranchFrame, Flag, Frame, Op, RecordFrame, ReinforceFrame
 
 
 @dataclass(slots=True)
@@ -84,9 +86,140 @@ class Damage:
     reason: str
 
 
+if TYPE_CHECKING:
+    import numpy as np
+
+_OPS = (Op.STORE, Op.DELETE)
+
+
+class NodeTable:
+    """The lineage's nodes, by index: a list, except that those a checkpoint brought are kept as
+    columns and made into :class:`Node` objects only when first asked for.
+
+    A cold open of a million records then builds no million objects; the nodes a read, a recall
+    or a walk touches are made once and kept (their mutable fields, the clock and reinforcement,
+    live on the object from then on).
+    """
+
+    __slots__ = ("_base", "_columns", "_made", "_tail", "_branch_ids")
+
+    def __init__(self, columns: dict[str, np.ndarray] | None = None, branch_ids: list[bytes] | None = None) -> None:
+        self._columns = columns or {}
+        self._base = len(columns["n.parent"]) if columns else 0
+        self._branch_ids = branch_ids or []
+        self._made: dict[int, Node] = {}
+        self._tail: list[Node] = []
+
+    def __len__(self) -> int:
+        return self._base + len(self._tail)
+
+    def __bool__(self) -> bool:
+        return len(self) > 0
+
+    def __getitem__(self, idx: int) -> Node:
+        if idx >= self._base:
+            return self._tail[idx - self._base]
+        if idx < 0:
+            return self[len(self) + idx]
+        node = self._made.get(idx)
+        if node is None:
+            node = self._made[idx] = self._make(idx)
+        return node
+
+    def __iter__(self) -> Iterator[Node]:
+        for idx in range(len(self)):
+            yield self[idx]
+
+    def append(self, node: Node) -> None:
+        self._tail.append(node)
+
+    def _make(self, idx: int) -> Node:
+        c = self._columns  # numpy arrays: only a restored table has any
+        start, end = int(c["n.mp_ends"][idx - 1]) if idx else 0, int(c["n.mp_ends"][idx])
+        sid_start = abs(int(c["n.sid_ends"][idx - 1])) if idx else 0
+        last = float(c["n.rlast"][idx])
+        return Node(
+            idx=idx,
+            wire_id=c["n.wire"][idx].tobytes(),
+            parent=int(c["n.parent"][idx]),
+            branch_id=self._branch_ids[int(c["n.branch"][idx])],
+            path_hash=c["n.path"][idx].tobytes(),
+            op=_OPS[int(c["n.op"][idx])],
+            hlc=int(c["n.hlc"][idx]),
+            offset=int(c["n.offset"][idx]),
+            size=int(c["n.size"][idx]),
+            seq=int(c["n.seq"][idx]),
+            sealed_sid=c["n.sid_blob"][sid_start : int(c["n.sid_ends"][idx])].tobytes(),
+            authentic=bool(c["n.authentic"][idx]),
+            more_parents=tuple(c["n.mp"][start:end].tolist()) if end > start else (),
+            reinforce_count=int(c["n.rcount"][idx]),
+            last_reinforced=None if last != last else last,
+        )
+
+    def columns(self, branch_index: dict[bytes, int]) -> dict[str, np.ndarray]:
+        """Every node as columns (a checkpoint's arrays): the checkpoint's own, with the fields that
+        change on a made object (clock, reinforcement) taken from it, then the nodes since."""
+        import numpy as np
+
+        from . import checkpoint as cp
+
+        c = self._columns
+        base = self._base
+        if base:
+            hlc, rcount, rlast = c["n.hlc"].copy(), c["n.rcount"].copy(), c["n.rlast"].copy()
+            for idx, node in self._made.items():
+                hlc[idx], rcount[idx] = node.hlc, node.reinforce_count
+                rlast[idx] = np.nan if node.last_reinforced is None else node.last_reinforced
+        tail = self._tail
+        more = [n.more_parents for n in tail]
+        sid_blob, sid_ends = cp.pack([n.sealed_sid for n in tail])
+        tail_columns = {
+            "n.wire": cp.pack_fixed([n.wire_id for n in tail], ID_LEN),
+            "n.parent": np.array([n.parent for n in tail], dtype=np.int64),
+            "n.branch": np.array([branch_index[n.branch_id] for n in tail], dtype=np.int32),
+            "n.path": cp.pack_fixed([n.path_hash for n in tail], ID_LEN),
+            "n.op": np.array([int(n.op) for n in tail], dtype=np.int8),
+            "n.hlc": np.array([n.hlc for n in tail], dtype=np.int64),
+            "n.offset": np.array([n.offset for n in tail], dtype=np.int64),
+            "n.size": np.array([n.size for n in tail], dtype=np.int64),
+            "n.seq": np.array([n.seq for n in tail], dtype=np.int64),
+            "n.authentic": np.array([n.authentic for n in tail], dtype=bool),
+            "n.mp": np.array([p for m in more for p in m], dtype=np.int64),
+            "n.mp_ends": np.cumsum([len(m) for m in more], dtype=np.int64),
+            "n.rcount": np.array([n.reinforce_count for n in tail], dtype=np.int64),
+            "n.rlast": np.array([np.nan if n.last_reinforced is None else n.last_reinforced for n in tail], dtype=np.float64),
+            "n.sid_blob": sid_blob,
+            "n.sid_ends": sid_ends,
+        }
+        if not base:
+            return tail_columns
+        # The checkpoint's branch numbers are positions in its own list: map them to the new one.
+        remap = np.array([branch_index[b] for b in self._branch_ids], dtype=np.int32)
+        blob_size, mp_size = len(c["n.sid_blob"]), int(c["n.mp_ends"][-1])
+        shifted_ends = np.where(sid_ends < 0, sid_ends - blob_size, sid_ends + blob_size)
+        return {
+            "n.wire": np.concatenate([c["n.wire"], tail_columns["n.wire"]]),
+            "n.parent": np.concatenate([c["n.parent"], tail_columns["n.parent"]]),
+            "n.branch": np.concatenate([remap[c["n.branch"]], tail_columns["n.branch"]]),
+            "n.path": np.concatenate([c["n.path"], tail_columns["n.path"]]),
+            "n.op": np.concatenate([c["n.op"], tail_columns["n.op"]]),
+            "n.hlc": np.concatenate([hlc, tail_columns["n.hlc"]]),
+            "n.offset": np.concatenate([c["n.offset"], tail_columns["n.offset"]]),
+            "n.size": np.concatenate([c["n.size"], tail_columns["n.size"]]),
+            "n.seq": np.concatenate([c["n.seq"], tail_columns["n.seq"]]),
+            "n.authentic": np.concatenate([c["n.authentic"], tail_columns["n.authentic"]]),
+            "n.mp": np.concatenate([c["n.mp"], tail_columns["n.mp"]]),
+            "n.mp_ends": np.concatenate([c["n.mp_ends"], tail_columns["n.mp_ends"] + mp_size]),
+            "n.rcount": np.concatenate([rcount, tail_columns["n.rcount"]]),
+            "n.rlast": np.concatenate([rlast, tail_columns["n.rlast"]]),
+            "n.sid_blob": np.concatenate([c["n.sid_blob"], sid_blob]),
+            "n.sid_ends": np.concatenate([c["n.sid_ends"], shifted_ends]),
+        }
+
+
 @dataclass
 class Lineage:
-    nodes: list[Node] = field(default_factory=list)
+    nodes: NodeTable = field(default_factory=NodeTable)
     by_wire: dict[bytes, int] = field(default_factory=dict)
     branches: dict[bytes, Branch] = field(default_factory=dict)
     damage: list[Damage] = field(default_factory=list)
@@ -388,6 +521,89 @@ class Lineage:
         for node in self.history([target]):
             out.setdefault(node.path_hash, node.idx)
         return out
+
+    # -- checkpoints ---------------------------------------------------------------------------
+
+    def to_arrays(self) -> dict[str, np.ndarray]:
+        """Everything replay computed, as a checkpoint's arrays (docs/design.md, "Checkpoints").
+
+        The caller holds the store's lock; the arrays are copies, so sealing and writing them can
+        happen after it is released.
+        """
+        import numpy as np
+
+        from . import checkpoint as cp
+
+        branch_list = list(self.branches)
+        index = {b: i for i, b in enumerate(branch_list)}
+        arrays = self.nodes.columns(index)
+        pending = list(self.pending.items())
+        arrays["p.ids_blob"], arrays["p.ids_ends"] = cp.pack([item for item, _ in pending])
+        arrays["p.where"] = np.array([where for _, where in pending], dtype=np.int64).reshape(len(pending), 2)
+        arrays["e.blob"], arrays["e.ends"] = cp.pack(sorted(self.events))
+        branches = []
+        for j, branch in enumerate(self.branches.values()):
+            if branch._view is not None:
+                arrays[f"v{j}.paths"] = cp.pack_fixed(list(branch._view), ID_LEN)
+                arrays[f"v{j}.nodes"] = np.fromiter(branch._view.values(), dtype=np.int64, count=len(branch._view))
+            branches.append(
+                {
+                    "id": branch.branch_id.hex(),
+                    "created_by": branch.created_by.encode().hex(),
+                    "head": branch.head,
+                    "live": [[k.hex(), v] for k, v in branch.live.items()],
+                    "waiting": sorted(w.hex() for w in branch.waiting),
+                    "heads": [[k.hex(), v] for k, v in branch.heads.items()],
+                    "authentic": branch.authentic,
+                    "view": branch._view is not None,
+                }
+            )
+        meta = {
+            "branches": branches,
+            "damage": [[d.offset, d.reason] for d in self.damage],
+            "sync_seals": self.sync_seals,
+            "rest_seals": self.rest_seals,
+            "outbox_bytes": self.outbox_bytes,
+            "unattributed_damage": self.unattributed_damage,
+            "max_hlc": self.max_hlc,
+            "versions": {k.hex(): sorted(v.hex() for v in vs) for k, vs in self.versions.items()},
+            "epoch": self.epoch,
+        }
+        arrays["l.meta"] = np.frombuffer(json.dumps(meta).encode(), dtype=np.uint8)
+        return arrays
+
+    @classmethod
+    def from_arrays(cls, arrays: dict[str, np.ndarray]) -> Lineage:
+        """The lineage :meth:`to_arrays` described (the arrays come from an authenticated checkpoint)."""
+        from . import checkpoint as cp
+
+        meta: dict[str, Any] = json.loads(arrays["l.meta"].tobytes())
+        branch_ids = [bytes.fromhex(b["id"]) for b in meta["branches"]]
+        node_columns = {k: v for k, v in arrays.items() if k.startswith("n.")}
+        lineage = cls(nodes=NodeTable(node_columns, branch_ids))
+        lineage.by_wire = dict(zip(arrays["n.wire"].tolist(), range(len(arrays["n.wire"])), strict=True))
+        ids = cp.unpack(arrays["p.ids_blob"], arrays["p.ids_ends"])
+        lineage.pending = {item: (int(o), int(n)) for item, (o, n) in zip(ids, arrays["p.where"].tolist(), strict=True)}  # type: ignore[misc]
+        lineage.events = set(cp.unpack(arrays["e.blob"], arrays["e.ends"]))  # type: ignore[arg-type]
+        for j, b in enumerate(meta["branches"]):
+            branch = Branch(
+                branch_ids[j],
+                BranchFrame.decode(bytes.fromhex(b["created_by"])),
+                head=b["head"],
+                live={bytes.fromhex(k): v for k, v in b["live"]},
+                waiting={bytes.fromhex(w) for w in b["waiting"]},
+                heads={bytes.fromhex(k): v for k, v in b["heads"]},
+                authentic=b["authentic"],
+            )
+            if b["view"]:
+                branch._view = dict(zip(arrays[f"v{j}.paths"].tolist(), arrays[f"v{j}.nodes"].tolist(), strict=True))
+            lineage.branches[branch.branch_id] = branch
+        lineage.damage = [Damage(o, r) for o, r in meta["damage"]]
+        lineage.sync_seals, lineage.rest_seals = meta["sync_seals"], meta["rest_seals"]
+        lineage.outbox_bytes, lineage.unattributed_damage = meta["outbox_bytes"], meta["unattributed_damage"]
+        lineage.max_hlc, lineage.epoch = meta["max_hlc"], meta["epoch"]
+        lineage.versions = {bytes.fromhex(k): {bytes.fromhex(v) for v in vs} for k, vs in meta["versions"].items()}
+        return lineage
 
 
 def _neg(wire: bytes) -> bytes:

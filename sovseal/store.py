@@ -14,6 +14,7 @@ import errno
 import hashlib
 import hmac
 import json
+import logging
 import math
 import os
 import threading
@@ -47,12 +48,19 @@ from .wire import WireItem
 
 STORE_FORMAT = 1
 DEFAULT_BRANCH = "main"
+log = logging.getLogger(__name__)
+
 _JOURNAL = "journal.log"
 _LOCK = "LOCK"
 #: How many path hashes / branch ids the store remembers before starting over (bounded memory).
 _ID_CACHE = 65_536
 _META = "store.json"
 _MIGRATING = "journal.migrating"
+CHECKPOINT = Path("state") / "checkpoint"
+#: A checkpoint is written when this many records are past the last one (in the background, by
+#: the recall engine), and on close when at least CHECKPOINT_ON_CLOSE are (docs/design.md).
+CHECKPOINT_EVERY = 10_000
+CHECKPOINT_ON_CLOSE = 1_000
 _ACKS_PER_FRAME = 4096
 
 
@@ -69,6 +77,20 @@ def _read_only_volume(directory: Path) -> bool:
         return bool(os.statvfs(directory).f_flag & os.ST_RDONLY)
     except OSError:
         return False
+
+
+def _remove_stale(checkpoint: Path, age: float = 600.0) -> None:
+    """Remove checkpoint files a killed writer left half-written (older than ``age`` seconds)."""
+    try:
+        leftovers = list(checkpoint.parent.glob(f"{checkpoint.name}.*.tmp"))
+    except OSError:
+        return
+    for leftover in leftovers:
+        try:
+            if time.time() - leftover.stat().st_mtime > age:
+                leftover.unlink()
+        except OSError:
+            pass
 
 
 def parent_ids(sids: Iterable[str]) -> str:
@@ -161,6 +183,13 @@ class LocalStore:
         self._mutex = threading.RLock()
         self._lineage = Lineage()
         self._end = 0
+        self._last_frame = 0  # where the last frame before _end starts (0: none yet)
+        #: The checkpoint this handle started from: its header, and its arrays until the recall
+        #: engine takes the catalog's (:meth:`take_restored`). None: the journal was replayed whole.
+        self.restored: dict[str, Any] | None = None
+        self._restored_arrays: dict[str, Any] | None = None
+        self.checkpointed = 0  # the nodes the newest checkpoint this handle read or wrote covers
+        self.checkpoint_has_catalog = False  # ... and whether it holds the recall catalog
         self._sync = Sealer(self._keys.k_sync)
         self._rest = Sealer(self._keys.k_rest)
         self._sids: dict[int, str] = {}
@@ -171,6 +200,8 @@ class LocalStore:
         self.repairs: list[str] = []  # what recovery did on open, for status()
         self.closed = False
         try:
+            with self._mutex:
+                self._restore()
             if self.read_only:
                 with self._mutex:
                     self._catch_up(owner=False)  # read the journal as it is: nothing cut, nothing migrated
@@ -285,6 +316,8 @@ class LocalStore:
                 and hmac.compare_digest(decoded.head_tag, self._journal.tag(frame.slot, self._head_bytes(frame.body)))
             )
             self._lineage.apply(decoded, frame.offset, size, frame.authentic, placed=placed)
+        if scan.frames:
+            self._last_frame = scan.frames[-1].offset
         self._end = scan.end
         if owner and scan.torn_tail:
             self.repairs.append(f"cut a torn tail of {scan.torn_tail} bytes left by an interrupted write")
@@ -292,6 +325,121 @@ class LocalStore:
         self._count_seals()
         if owner and self._journal.format != FORMAT and not self._lineage.unattributed_damage:
             self._migrate()
+
+    # -- checkpoints -------------------------------------------------------------------------
+
+    def _restore(self) -> None:
+        """Start from ``state/checkpoint`` when it fits this journal (docs/design.md, "Checkpoints").
+
+        Anything that does not fit (missing, damaged, another key, store or journal, a journal
+        that no longer holds the frame it ends at) is ignored: the journal is then replayed whole.
+        The caller holds the mutex; the writer lock is not needed, since nothing is written.
+        """
+        if not (self.directory / _JOURNAL).is_file():
+            return
+        if not self.read_only:
+            _remove_stale(self.directory / CHECKPOINT)
+        if not (self.directory / CHECKPOINT).is_file():
+            return  # a small store has none: nothing heavy (numpy) is imported to find that out
+        from . import checkpoint as cp
+
+        try:
+            header, arrays = cp.read(self.directory / CHECKPOINT, self._keys.k_rest)
+            fits = (
+                header.get("kind") == "store"
+                and header.get("store_uuid") == self.store_uuid
+                and self._journal.resume(int(header["end"]), int(header["slot"]), int(header["last_offset"]), bytes.fromhex(header["last_mac"]))
+                and self._journal.format == FORMAT
+                and header.get("journal_id") == self._journal.journal_id.hex()
+            )
+            if not fits:
+                raise cp.CheckpointRefused("it was made from another store or journal, or the journal changed under it")
+            lineage = Lineage.from_arrays(arrays)
+        except cp.CheckpointRefused as exc:
+            log.debug("checkpoint not used: %s", exc)
+            self._journal.forget_resume()
+            return
+        except (KeyError, ValueError, TypeError, IndexError) as exc:  # authentic, yet not what this version writes
+            log.warning("checkpoint not used (%s); replaying the journal", exc)
+            self._journal.forget_resume()
+            return
+        self._lineage = lineage
+        self._end = int(header["end"])
+        self._last_frame = int(header["last_offset"])
+        self.restored = header
+        self._restored_arrays = arrays
+        self.checkpointed = int(header["nodes"])
+        self.checkpoint_has_catalog = "c.state" in arrays
+        self._count_seals()
+
+    def take_restored(self) -> tuple[dict[str, Any], dict[str, Any]] | None:
+        """The checkpoint's header and arrays, once (the recall engine restores its catalog from them)."""
+        with self._mutex:
+            arrays, self._restored_arrays = self._restored_arrays, None
+            return None if arrays is None or self.restored is None else (self.restored, arrays)
+
+    def checkpoint_state(self) -> tuple[dict[str, Any], dict[str, Any]] | None:
+        """(header, arrays) describing the lineage now, for a checkpoint; None when there is
+        nothing a checkpoint could describe (an empty or damaged journal, a format-2 one).
+
+        The caller holds the mutex (so that what it adds, the recall catalog, is of the same moment).
+        """
+        if self._last_frame == 0 or self._journal.format != FORMAT or self._lineage.damage:
+            return None
+        head = os.pread(self._journal.fileno(), HEADER.size, self._last_frame)
+        _, mac, seq = HEADER.unpack(head)
+        header = {
+            "kind": "store",
+            "store_uuid": self.store_uuid,
+            "journal_id": self._journal.journal_id.hex(),
+            "end": self._end,
+            "slot": self._journal.next_seq(self._end),
+            "last_offset": self._last_frame,
+            "last_mac": mac.hex(),
+            "nodes": len(self._lineage.nodes),
+        }
+        return header, self._lineage.to_arrays()
+
+    def write_checkpoint(self, extra: Any = None) -> int | None:
+        """Write ``state/checkpoint`` for the lineage as it is now; returns the frames it covers.
+
+        ``extra(header, arrays)``, called under the store's lock, may add arrays of its own (the
+        recall catalog). None when nothing was written (read-only, empty, or damaged).
+        """
+        if self.read_only or self.closed:
+            return None
+        with self._mutex:
+            self._catch_up(owner=False)
+            state = self.checkpoint_state()
+            if state is None:
+                return None
+            header, arrays = state
+            if extra is not None:
+                extra(header, arrays)
+        from . import checkpoint as cp
+
+        cp.write(self.directory / CHECKPOINT, self._keys.k_rest, header, arrays)
+        self.checkpointed = max(self.checkpointed, int(header["nodes"]))
+        self.checkpoint_has_catalog = "c.state" in arrays
+        return int(header["nodes"])
+
+    def checkpoint_if_due(self, least: int, *, extra: Any = None, catalog: bool = False) -> None:
+        """:meth:`write_checkpoint` when ``least`` records or more are past the last checkpoint
+        (``catalog``: or it lacks the catalog ``extra`` adds and the store has that many).
+
+        Failures are logged, never raised: a checkpoint is only ever a cache.
+        """
+        if self.read_only or self.closed:
+            return
+        try:
+            with self.reading() as lineage:
+                size = len(lineage.nodes)
+            lacking = catalog and not self.checkpoint_has_catalog and size >= least
+            if size - self.checkpointed >= least or lacking:
+                self.write_checkpoint(extra)
+        except Exception as exc:  # noqa: BLE001 - a store without a checkpoint only opens slower
+            if not self.closed:
+                log.warning("writing the checkpoint failed (the store opens by replaying its journal): %s", exc)
 
     def _migrate(self) -> None:
         """Rewrite a format-2 journal as format 3 (docs/design.md, "Migration from format 2").
@@ -394,6 +542,7 @@ class LocalStore:
         self._journal = Journal(path, self._journal_key, read_only=self.read_only)
         self._lineage = Lineage()
         self._end = 0
+        self._last_frame = 0
         self._sids.clear()
 
     def _check_still_there(self) -> None:
@@ -609,6 +758,7 @@ class LocalStore:
         for frame, body in zip(frames, bodies, strict=True):
             size = len(body) + HEADER.size
             self._lineage.apply(frame, offset, size, True)
+            self._last_frame = offset
             offset += size
         self._end = offset
         self._count_seals()

@@ -37,6 +37,7 @@ from ..entries import MEMORY_TYPES, memory_text
 from ..errors import IntegrityError
 from ..frames import Op
 from ..index import Dense
+from ..store import CHECKPOINT_EVERY, CHECKPOINT_ON_CLOSE
 from . import text
 from .catalog import Catalog
 from .filters import Filter
@@ -89,6 +90,9 @@ class RecallEngine:
         self._reinforcement = _Reinforcement()
         self._pairs = _PairCosines()
         self._ready = threading.Event()
+        self.restored = False  # the catalog came from the store's checkpoint
+        self._added_since_check = 0
+        self._checkpointer: threading.Thread | None = None
         self.load_seconds: float | None = None
         self._thread = threading.Thread(target=self._load, name="sovseal-recall-catalog", daemon=True)
         self._thread.start()
@@ -98,6 +102,7 @@ class RecallEngine:
     def _load(self) -> None:
         started = time.perf_counter()
         try:
+            self._restore()
             while not self._store.closed and self._sync_step():
                 pass
         except Exception as exc:  # noqa: BLE001 - a recall retries the sync in its own thread and raises
@@ -106,6 +111,48 @@ class RecallEngine:
         finally:
             self.load_seconds = time.perf_counter() - started
             self._ready.set()
+        # A checkpoint without the catalog (written by a handle that never recalled) is worth
+        # completing once a catalog of some size was built from the journal.
+        self.checkpoint_if_due(CHECKPOINT_EVERY if self._store.checkpoint_has_catalog else CHECKPOINT_ON_CLOSE, catalog=True)
+
+    def checkpoint_if_due(self, least: int, *, catalog: bool = False) -> None:
+        """The store's :meth:`~sovseal.store.LocalStore.checkpoint_if_due`, with this catalog in it."""
+        self._store.checkpoint_if_due(least, extra=self.checkpoint_arrays, catalog=catalog)
+
+    def close(self) -> None:
+        """Finish a background checkpoint, then write one if enough was added (the store closes next)."""
+        writer = self._checkpointer
+        if writer is not None:
+            writer.join()
+        if self._ready.is_set():
+            self.checkpoint_if_due(CHECKPOINT_ON_CLOSE)
+
+    def _restore(self) -> None:
+        """Start from the catalog in the store's checkpoint, when it has one (docs/design.md)."""
+        restored = self._store.take_restored()
+        if restored is None:
+            return
+        header, arrays = restored
+        if "c.state" not in arrays:
+            return
+        catalog, keywords = Catalog.from_arrays(arrays), KeywordIndex.from_arrays(arrays)
+        with self._lock:
+            if self._hwm == 0 and self.catalog.size == 0:  # nothing was added before this thread ran
+                self.catalog, self.keywords = catalog, keywords
+                self._hwm = int(header["catalogued"])
+                self.restored = True
+
+    def checkpoint_arrays(self, header: dict[str, object], arrays: dict[str, np.ndarray]) -> None:
+        """Add the catalog and keyword index to a checkpoint (the caller holds the store's lock)."""
+        with self._lock:
+            header["catalogued"] = self._hwm
+            self.catalog.to_arrays(arrays)
+            self.keywords.to_arrays(arrays)
+
+    @property
+    def catalogued(self) -> int:
+        """Nodes below this are all in the catalog."""
+        return self._hwm
 
     def wait_ready(self, timeout: float | None = None) -> bool:
         """Wait until the catalog holds every record present at open."""
@@ -168,6 +215,14 @@ class RecallEngine:
             )
             if terms:
                 self.keywords.add(node.idx, terms)
+            self._added_since_check += 1
+            due = self._added_since_check >= CHECKPOINT_EVERY and self._ready.is_set()
+            if due and (self._checkpointer is None or not self._checkpointer.is_alive()):
+                self._added_since_check = 0
+                self._checkpointer = threading.Thread(
+                    target=self.checkpoint_if_due, args=(CHECKPOINT_EVERY,), name="sovseal-checkpoint", daemon=True
+                )
+                self._checkpointer.start()
 
     # -- visibility ----------------------------------------------------------------------------
 

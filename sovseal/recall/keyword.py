@@ -1,6 +1,7 @@
 """The keyword index: BM25 over the catalog's records, in memory only.
 
-Postings grow by appending (a record is added once, when it is first seen); a query scores the
+Postings grow by appending (a record is added once, when it is first seen); those a checkpoint
+restored stay in its flat arrays (one slice per term), those added since in per-term arrays. A query scores the
 postings of its distinct terms into one array over all nodes, so filtering by visibility and by a
 filter is one vectorised mask. Collection statistics (number of records, average length, document
 frequency) are over every record the catalog holds, on every branch and shadowed or not: they are
@@ -24,6 +25,12 @@ class KeywordIndex:
     def __init__(self) -> None:
         self._nodes: dict[str, array] = {}
         self._tfs: dict[str, array] = {}
+        # Postings a checkpoint restored: term -> its slot; slot i's nodes and term frequencies are
+        # _base_nodes[_base_ends[i-1]:_base_ends[i]] (and _base_tfs likewise).
+        self._base_terms: dict[str, int] = {}
+        self._base_ends = np.zeros(0, dtype=np.int64)
+        self._base_nodes = np.zeros(0, dtype=np.int32)
+        self._base_tfs = np.zeros(0, dtype=np.float32)
         # term -> (statistics it was computed under, its nodes, their BM25 contributions): the
         # statistics change with every record added, so a term's contributions are reused only
         # while no record was (a burst of recalls between stores).
@@ -50,18 +57,36 @@ class KeywordIndex:
             nodes.append(idx)
             self._tfs[term].append(count)
 
+    def postings(self, term: str) -> tuple[np.ndarray, np.ndarray] | None:
+        """(nodes, term frequencies) of ``term``, or None when no record holds it."""
+        slot = self._base_terms.get(term)
+        nodes = self._nodes.get(term)
+        if slot is None and nodes is None:
+            return None
+        parts_nodes, parts_tfs = [], []
+        if slot is not None:
+            start = int(self._base_ends[slot - 1]) if slot else 0
+            end = int(self._base_ends[slot])
+            parts_nodes.append(self._base_nodes[start:end].astype(np.int64))
+            parts_tfs.append(self._base_tfs[start:end])
+        if nodes is not None:
+            parts_nodes.append(np.array(nodes, dtype=np.int64))
+            parts_tfs.append(np.array(self._tfs[term], dtype=np.float32))
+        if len(parts_nodes) == 1:
+            return parts_nodes[0], parts_tfs[0]
+        return np.concatenate(parts_nodes), np.concatenate(parts_tfs)
+
     def _contributions(self, term: str, k1: float, b: float) -> tuple[np.ndarray, np.ndarray] | None:
         """The nodes holding ``term`` and the BM25 score it gives each of them."""
-        nodes = self._nodes.get(term)
-        if nodes is None:
-            return None
         stats = (self.documents, self._total, k1, b)  # documents grow whenever postings do
         cached = self._cache.get(term)
         if cached is None or cached[0] != stats:
-            held = np.array(nodes, dtype=np.int64)
-            tf = np.array(self._tfs[term], dtype=np.float32)
+            found = self.postings(term)
+            if found is None:
+                return None
+            held, tf = found
             average = max(self._total / self.documents, 1e-9)
-            df = len(nodes)
+            df = len(held)
             idf = math.log(1.0 + (self.documents - df + 0.5) / (df + 0.5))
             norm = k1 * (1.0 - b + b * self._length[held] / average)
             cached = self._cache[term] = (stats, held, (idf * (k1 + 1.0)) * tf / (tf + norm))
@@ -82,3 +107,37 @@ class KeywordIndex:
                 nodes, score = nodes[keep], score[keep]
             np.add.at(out, nodes, score)  # one call; the same float32 sums as out[nodes] += score
         return out
+
+    # -- checkpoints -------------------------------------------------------------------------------
+
+    def to_arrays(self, arrays: dict[str, np.ndarray]) -> None:
+        """Add the postings to a checkpoint's arrays (the caller holds the engine's lock)."""
+        terms = sorted(self._base_terms.keys() | self._nodes.keys())
+        nodes, tfs, ends = [], [], np.empty(len(terms), dtype=np.int64)
+        position = 0
+        for i, term in enumerate(terms):
+            held, tf = self.postings(term)  # type: ignore[misc]
+            nodes.append(held.astype(np.int32))
+            tfs.append(tf)
+            position += len(held)
+            ends[i] = position
+        arrays["k.terms"] = np.frombuffer("\x00".join(terms).encode(), dtype=np.uint8)
+        arrays["k.ends"] = ends
+        arrays["k.nodes"] = np.concatenate(nodes) if nodes else np.zeros(0, dtype=np.int32)
+        arrays["k.tfs"] = np.concatenate(tfs) if tfs else np.zeros(0, dtype=np.float32)
+        arrays["k.length"] = self._length[: self._top + 1].copy()
+        arrays["k.stats"] = np.array([self.documents, self._total, self._top], dtype=np.int64)
+
+    @classmethod
+    def from_arrays(cls, arrays: dict[str, np.ndarray]) -> KeywordIndex:
+        """Tokens are words (``[^\\W_]+``), so a NUL never occurs in one: it separates them."""
+        index = cls()
+        raw = arrays["k.terms"].tobytes().decode()
+        terms = raw.split("\x00") if raw else []
+        index._base_terms = dict(zip(terms, range(len(terms)), strict=True))
+        index._base_ends, index._base_nodes, index._base_tfs = arrays["k.ends"], arrays["k.nodes"], arrays["k.tfs"]
+        length = arrays["k.length"]
+        index._length = np.zeros(max(len(length), 1024), dtype=np.float32)
+        index._length[: len(length)] = length
+        index.documents, index._total, index._top = (int(v) for v in arrays["k.stats"])
+        return index

@@ -1,0 +1,193 @@
+"""The checkpoint file: named arrays, sealed under a per-checkpoint key, replaced atomically.
+
+A checkpoint is a cache of what opening a store computes from its journal (docs/design.md,
+"Checkpoints (cold open)"). This module knows only the file: a clear header (JSON) bound into the
+AAD of every sealed chunk, then the arrays as one byte stream cut into 16 MiB chunks, each sealed
+with AES-256-GCM under ``HKDF(k_rest, salt, "sovseal checkpoint v1")`` with its chunk number as the
+nonce. A fresh random salt per checkpoint means a fresh key, so nonces never repeat and the
+journal's sealing budget is not spent. What the arrays mean is the lineage's and the catalog's
+business; what makes a checkpoint fit a journal is the store's.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+import struct
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+from cryptography.exceptions import InvalidTag
+from cryptography.hazmat.primitives import hashes
+from cryptography.hazmat.primitives.ciphers.aead import AESGCM
+from cryptography.hazmat.primitives.kdf.hkdf import HKDF
+
+from .durable import fsync_dir
+
+MAGIC = b"SOVSEALCP\n"
+VERSION = 1
+_PREFIX = struct.Struct(">10sI32sI")  # magic, version, salt, header length
+_CHUNK = 16 * 1024 * 1024
+_AAD = b"sovseal-cp-v1"
+_INFO = b"sovseal checkpoint v1"
+_TAG = 16
+
+
+class CheckpointRefused(Exception):
+    """A checkpoint that cannot be used (missing, damaged, another key, another store or journal).
+
+    Never an error to the user: the store replays its journal instead and writes a new one.
+    """
+
+
+def _key(k_rest: bytes, salt: bytes) -> AESGCM:
+    return AESGCM(HKDF(algorithm=hashes.SHA256(), length=32, salt=salt, info=_INFO).derive(k_rest))
+
+
+def _aad(header_digest: bytes, chunk: int, chunks: int) -> bytes:
+    return _AAD + header_digest + struct.pack(">II", chunk, chunks)
+
+
+def write(path: Path, k_rest: bytes, header: dict[str, Any], arrays: dict[str, np.ndarray]) -> int:
+    """Seal ``arrays`` with ``header`` into ``path`` atomically; returns the file's size.
+
+    The new file is written beside the old one under a name of its own (two processes may
+    checkpoint at once: the last rename wins, and either file is whole), fsynced, renamed over
+    ``path``, and the directory fsynced.
+    """
+    layout = []
+    parts: list[memoryview] = []
+    for name, array in arrays.items():
+        data = np.ascontiguousarray(array)
+        layout.append([name, data.dtype.str, list(data.shape), data.nbytes])
+        parts.append(memoryview(data).cast("B"))
+    clear = json.dumps({**header, "arrays": layout}, sort_keys=True, separators=(",", ":")).encode()
+    digest = hashlib.sha256(clear).digest()
+    salt = os.urandom(32)
+    aead = _key(k_rest, salt)
+    total = sum(len(p) for p in parts)
+    chunks = max(1, -(-total // _CHUNK))
+    path.parent.mkdir(parents=True, exist_ok=True)
+    temporary = path.with_name(f"{path.name}.{os.getpid()}.{os.urandom(4).hex()}.tmp")
+    try:
+        with open(os.open(temporary, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600), "wb") as out:
+            out.write(_PREFIX.pack(MAGIC, VERSION, salt, len(clear)) + clear)
+            for index, chunk in enumerate(_chunks(parts, _CHUNK, total)):
+                out.write(aead.encrypt(index.to_bytes(12, "big"), chunk, _aad(digest, index, chunks)))
+            out.flush()
+            os.fsync(out.fileno())
+            size = out.tell()
+        os.replace(temporary, path)
+    except BaseException:
+        temporary.unlink(missing_ok=True)
+        raise
+    fsync_dir(path.parent)
+    return size
+
+
+def _chunks(parts: Sequence[memoryview], size: int, total: int) -> list[bytes]:
+    """The concatenation of ``parts`` cut into pieces of ``size`` bytes (the last may be shorter)."""
+    out: list[bytes] = []
+    buffer = bytearray()
+    for part in parts:
+        start = 0
+        while start < len(part):
+            take = min(size - len(buffer), len(part) - start)
+            buffer += part[start : start + take]
+            start += take
+            if len(buffer) == size:
+                out.append(bytes(buffer))
+                buffer.clear()
+    if buffer or not out:
+        out.append(bytes(buffer))
+    assert sum(len(c) for c in out) == total  # nosec B101 -- internal invariant
+    return out
+
+
+def read(path: Path, k_rest: bytes) -> tuple[dict[str, Any], dict[str, np.ndarray]]:
+    """(header, arrays) of the checkpoint at ``path``; CheckpointRefused if it cannot be used."""
+    try:
+        data = path.read_bytes()
+    except FileNotFoundError:
+        raise CheckpointRefused("no checkpoint") from None
+    except OSError as exc:
+        raise CheckpointRefused(f"unreadable: {exc}") from None
+    if len(data) < _PREFIX.size:
+        raise CheckpointRefused("truncated")
+    magic, version, salt, length = _PREFIX.unpack_from(data)
+    if magic != MAGIC or version != VERSION:
+        raise CheckpointRefused("not a checkpoint of this version")
+    start = _PREFIX.size + length
+    clear = data[_PREFIX.size : start]
+    try:
+        header = json.loads(clear)
+        layout = [(str(n), np.dtype(d), tuple(int(x) for x in s), int(b)) for n, d, s, b in header.pop("arrays")]
+    except (ValueError, TypeError, KeyError) as exc:
+        raise CheckpointRefused(f"unreadable header: {exc}") from None
+    total = sum(size for *_, size in layout)
+    chunks = max(1, -(-total // _CHUNK))
+    sealed_total = total + chunks * _TAG
+    if len(data) - start != sealed_total:
+        raise CheckpointRefused("the file is not as long as its header says")
+    digest = hashlib.sha256(clear).digest()
+    aead = _key(k_rest, salt)
+    plain = bytearray()
+    offset = start
+    try:
+        for index in range(chunks):
+            size = min(_CHUNK, total - index * _CHUNK) + _TAG
+            plain += aead.decrypt(index.to_bytes(12, "big"), data[offset : offset + size], _aad(digest, index, chunks))
+            offset += size
+    except InvalidTag:
+        raise CheckpointRefused("does not authenticate under this store's key") from None
+    del data
+    arrays: dict[str, np.ndarray] = {}
+    position = 0
+    for name, dtype, shape, size in layout:
+        arrays[name] = np.frombuffer(plain, dtype=dtype, count=size // dtype.itemsize if dtype.itemsize else 0, offset=position).reshape(shape)
+        position += size
+    return header, arrays
+
+
+# -- packing strings and bytes into arrays ---------------------------------------------------------
+
+
+def pack(values: Sequence[bytes | None]) -> tuple[np.ndarray, np.ndarray]:
+    """Variable-length byte strings as (blob, ends): value i is ``blob[ends[i-1]:ends[i]]``.
+
+    ``None`` is stored as end -1 after the previous end (a negative end marks it).
+    """
+    ends = np.empty(len(values), dtype=np.int64)
+    pieces = []
+    position = 0
+    for i, value in enumerate(values):
+        if value is None:
+            ends[i] = -position - 1
+        else:
+            pieces.append(value)
+            position += len(value)
+            ends[i] = position
+    return np.frombuffer(b"".join(pieces), dtype=np.uint8), ends
+
+
+def unpack(blob: np.ndarray, ends: np.ndarray) -> list[bytes | None]:
+    raw = blob.tobytes()
+    out: list[bytes | None] = []
+    previous = 0
+    for end in ends.tolist():
+        if end < 0:
+            out.append(None)
+            previous = -end - 1
+        else:
+            out.append(raw[previous:end])
+            previous = end
+    return out
+
+
+def pack_fixed(values: Sequence[bytes], width: int) -> np.ndarray:
+    """Byte strings of one length as an array of ``V<width>`` (``tolist()`` gives them back whole;
+    ``S`` would drop trailing zero bytes)."""
+    return np.frombuffer(b"".join(values), dtype=f"V{width}").copy() if values else np.zeros(0, dtype=f"V{width}")
