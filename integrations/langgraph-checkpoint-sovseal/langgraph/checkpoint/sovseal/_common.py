@@ -134,7 +134,7 @@ def q(component: str) -> str:
 
 
 def uq(component: str) -> str:
-    return unquote(component)
+    return unquote(component) if "%" in component else component  # most ids need no decoding: skip the call
 
 
 # -- blobs: serialized bytes inside JSON payloads --------------------------------------------------
