@@ -65,7 +65,7 @@ def load(index_dir: Path, dim: int) -> Snapshot | None:
         if capacity < rows or rows == 0:
             return None
         matrix = np.memmap(path, dtype=np.float32, mode="c", shape=(capacity, dim))
-    except (OSError, ValueError, KeyError):
+    except Exception:  # noqa: BLE001 - missing, cut short, not a zip, wrong fields: the table is read instead
         return None
     # A search reads the rows of a few lists and a few hundred single rows: readahead around each
     # would bring in (and count against the process) most of the file.
@@ -80,7 +80,7 @@ def current(index_dir: Path) -> tuple[str, int] | None:
     try:
         with np.load(index_dir / DIRECTORY / _META, allow_pickle=False) as meta:
             return bytes(meta["gen"]).decode("ascii"), int(meta["header"][2])
-    except (OSError, ValueError, KeyError):
+    except Exception:  # noqa: BLE001 - as in load()
         return None
 
 

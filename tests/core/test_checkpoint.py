@@ -9,6 +9,8 @@ be ignored, never trusted.
 from __future__ import annotations
 
 import os
+import shutil
+import time
 from pathlib import Path
 
 import numpy as np
@@ -106,3 +108,194 @@ def test_frames_after_the_checkpoint_are_replayed(tmp_path: Path) -> None:
         assert mem.verify().ok
     with Sovseal(tmp_path, key=key, embedder=fake_embed) as mem:
         assert mem.get("and.then").payload == {"z": 1}
+
+
+def _checkpointed(directory: Path, key: bytes, records: int = 30) -> dict[str, object]:
+    """A store of ``records`` records with a checkpoint covering them; what a user reads of it."""
+    with Sovseal(directory, key=key, embedder=fake_embed) as mem:
+        for i in range(records):
+            mem.store(f"p.{i % 11}", {"i": i})
+        assert mem._store.write_checkpoint() is not None
+        return {"log": mem.log(), "state": mem.state()}
+
+
+def _opened(directory: Path, key: bytes) -> tuple[bool, dict[str, object]]:
+    with Sovseal(directory, key=key, embedder=fake_embed) as mem:
+        return mem._store.restored is not None, {"log": mem.log(), "state": mem.state()}
+
+
+def test_a_flipped_bit_anywhere_makes_the_checkpoint_ignored(tmp_path: Path) -> None:
+    key = os.urandom(32)
+    expected = _checkpointed(tmp_path, key)
+    path = tmp_path / CHECKPOINT
+    original = path.read_bytes()
+    for position in (12, 50, len(original) // 2, len(original) - 1):  # salt, header, a chunk, a tag
+        damaged = bytearray(original)
+        damaged[position] ^= 0x01
+        path.write_bytes(bytes(damaged))
+        restored, seen = _opened(tmp_path, key)
+        assert not restored, position
+        assert seen == expected
+    path.write_bytes(original[: len(original) - 7])  # cut short
+    assert _opened(tmp_path, key) == (False, expected)
+
+
+def test_an_older_checkpoint_of_the_same_journal_is_a_correct_start(tmp_path: Path) -> None:
+    key = os.urandom(32)
+    _checkpointed(tmp_path, key)
+    older = (tmp_path / CHECKPOINT).read_bytes()
+    with Sovseal(tmp_path, key=key, embedder=fake_embed) as mem:
+        for i in range(20):
+            mem.store(f"newer.{i}", {"i": i})
+        mem.delete("p.2")
+        mem._store.write_checkpoint()
+        expected = {"log": mem.log(), "state": mem.state()}
+    (tmp_path / CHECKPOINT).write_bytes(older)  # a backup restored over the newer one
+    restored, seen = _opened(tmp_path, key)
+    assert restored and seen == expected
+    with Sovseal(tmp_path, key=key, embedder=fake_embed) as mem:
+        _same(_lineage_arrays(mem._store), _replayed(tmp_path, key))
+
+
+def test_a_checkpoint_of_another_store_under_the_same_key_is_refused(tmp_path: Path) -> None:
+    key = os.urandom(32)
+    mine, other = tmp_path / "mine", tmp_path / "other"
+    expected = _checkpointed(mine, key, records=12)
+    _checkpointed(other, key, records=40)
+    (mine / CHECKPOINT).write_bytes((other / CHECKPOINT).read_bytes())
+    assert _opened(mine, key) == (False, expected)
+
+
+def test_a_checkpoint_under_another_key_is_refused(tmp_path: Path) -> None:
+    key = os.urandom(32)
+    mine, other = tmp_path / "mine", tmp_path / "other"
+    expected = _checkpointed(mine, key, records=12)
+    _checkpointed(other, os.urandom(32), records=12)
+    (mine / CHECKPOINT).write_bytes((other / CHECKPOINT).read_bytes())
+    assert _opened(mine, key) == (False, expected)
+
+
+def test_a_journal_changed_under_the_checkpoint_is_replayed(tmp_path: Path) -> None:
+    """The journal was replaced by another one (a restore from backup): same store, other frames."""
+    key = os.urandom(32)
+    _checkpointed(tmp_path, key, records=30)
+    checkpoint = (tmp_path / CHECKPOINT).read_bytes()
+    shutil.rmtree(tmp_path)
+    expected = _checkpointed(tmp_path, key, records=30)  # a new store in the same place: new uuid, new journal id
+    (tmp_path / CHECKPOINT).write_bytes(checkpoint)
+    assert _opened(tmp_path, key) == (False, expected)
+
+
+def test_a_journal_cut_short_below_the_checkpoint_is_replayed(tmp_path: Path) -> None:
+    """The checkpoint names a frame past the journal's end (the journal was restored from an older copy)."""
+    key = os.urandom(32)
+    with Sovseal(tmp_path, key=key, embedder=fake_embed) as mem:
+        for i in range(10):
+            mem.store(f"p.{i}", {"i": i})
+    journal = tmp_path / "journal.log"
+    shorter = journal.read_bytes()
+    with Sovseal(tmp_path, key=key, embedder=fake_embed) as mem:
+        for i in range(10):
+            mem.store(f"q.{i}", {"i": i})
+        mem._store.write_checkpoint()
+    journal.write_bytes(shorter)
+    restored, seen = _opened(tmp_path, key)
+    assert not restored
+    assert [e.path for e in seen["log"]] == [f"p.{i}" for i in reversed(range(10))]  # type: ignore[attr-defined]
+
+
+def test_a_read_only_store_uses_a_checkpoint_and_writes_none(tmp_path: Path) -> None:
+    key = os.urandom(32)
+    expected = _checkpointed(tmp_path, key)
+    before = (tmp_path / CHECKPOINT).read_bytes()
+    with Sovseal(tmp_path, key=key, embedder=fake_embed, read_only=True) as mem:
+        assert mem._store.restored is not None
+        assert {"log": mem.log(), "state": mem.state()} == expected
+        assert mem._store.write_checkpoint() is None
+    assert (tmp_path / CHECKPOINT).read_bytes() == before
+
+
+def test_recall_from_a_restored_catalog_matches_a_rebuilt_one(tmp_path: Path) -> None:
+    """The catalog and keyword index a checkpoint brings rank exactly as those built by decrypting."""
+    key = os.urandom(32)
+    words = ["coffee", "tea", "paris", "berlin", "meeting", "deadline", "alice", "bob"]
+    with Sovseal(tmp_path, key=key, embedder=fake_embed) as mem:
+        for i in range(60):
+            mem.store(f"n.{i % 25}", {"t": i}, text=f"{words[i % 8]} {words[(i * 3) % 8]} note {i}", metadata={"k": i % 4})
+        mem.delete("n.7")
+        mem.recall("coffee", k=3)  # starts the engine: its catalog goes into the checkpoint
+        mem._recall_engine().wait_ready()
+        mem._store.write_checkpoint(mem._recall_engine().checkpoint_arrays)
+    queries = [("coffee in paris", None), ("alice meeting", {"metadata": {"k": 2}}), ("note", {"path": {"$prefix": "n.1"}}), ("checkpoint", None)]
+
+    def answers(mem: Sovseal) -> list[list[tuple[str, float]]]:
+        return [[(m.path, round(m.score, 6)) for m in mem.recall(q, k=5, filter=f)] for q, f in queries]
+
+    rebuilt = tmp_path.parent / f"{tmp_path.name}-rebuilt"
+    shutil.copytree(tmp_path, rebuilt)
+    (rebuilt / CHECKPOINT).unlink()
+    shutil.rmtree(rebuilt / "index" / "snapshot", ignore_errors=True)
+    try:
+        seen = []
+        for directory in (tmp_path, rebuilt):
+            with Sovseal(directory, key=key, embedder=fake_embed) as mem:
+                engine = mem._recall_engine()
+                engine.wait_ready()
+                assert engine.restored == (directory == tmp_path)
+                first = answers(mem)
+                mem.store("n.99", {"t": 99}, text="coffee after the checkpoint")
+                seen.append((first, answers(mem)))
+        assert seen[0] == seen[1]
+        assert seen[0][1][-1][0][0] == "n.99"  # the record stored after the restore is found by its words
+    finally:
+        shutil.rmtree(rebuilt, ignore_errors=True)
+
+
+CRASHER = """
+import os, signal, sys, threading
+from pathlib import Path
+sys.path.insert(0, sys.argv[3])
+from sovseal import Sovseal
+from sovseal import checkpoint
+from tests.fakes import fake_embed
+
+real_write = os.write
+def dying_write(fd, data, _real=real_write):
+    return _real(fd, data)
+
+directory, key = Path(sys.argv[1]), bytes.fromhex(sys.argv[2])
+with Sovseal(directory, key=key, embedder=fake_embed) as mem:
+    mem.store("late.write", {"v": 1})
+    # Die partway through sealing the new checkpoint: after some chunks are written.
+    original = checkpoint._chunks
+    def chunks(*args, **kwargs):
+        out = original(*args, **kwargs)
+        os.kill(os.getpid(), signal.SIGKILL)
+        return out
+    checkpoint._chunks = chunks
+    mem._store.write_checkpoint()
+"""
+
+
+def test_sigkill_while_writing_a_checkpoint_leaves_a_store_that_opens(tmp_path: Path) -> None:
+    import subprocess
+    import sys
+
+    key = os.urandom(32)
+    _checkpointed(tmp_path, key)
+    before = (tmp_path / CHECKPOINT).read_bytes()
+    root = str(Path(__file__).resolve().parents[2])
+    done = subprocess.run([sys.executable, "-c", CRASHER, str(tmp_path), key.hex(), root], check=False, timeout=120)
+    assert done.returncode == -9
+    assert (tmp_path / CHECKPOINT).read_bytes() == before  # the old one is untouched; the new one never replaced it
+    leftovers = list((tmp_path / CHECKPOINT).parent.glob("checkpoint.*.tmp"))
+    assert len(leftovers) == 1  # the half-written file, removed once it is old
+    with Sovseal(tmp_path, key=key, embedder=fake_embed) as mem:
+        assert mem._store.restored is not None
+        assert mem.get("late.write").payload == {"v": 1}  # acknowledged before the kill: replayed past the checkpoint
+        assert mem.verify().ok
+    old = time.time() - 3600
+    os.utime(leftovers[0], (old, old))
+    with Sovseal(tmp_path, key=key, embedder=fake_embed):
+        pass
+    assert not leftovers[0].exists()

@@ -1,0 +1,125 @@
+"""The vector index's snapshot (sovseal/vector_snapshot.py): a cold open maps it instead of
+reading the LanceDB table, and it never holds less than it claims or more than the table."""
+
+from __future__ import annotations
+
+import os
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+import numpy as np
+
+from sovseal import Sovseal
+from sovseal import vector_snapshot
+from sovseal.index import VectorIndex
+from tests.fakes import FAKE_DIM, fake_embed
+
+ROOT = str(Path(__file__).resolve().parents[2])
+
+
+class Counting:
+    """fake_embed that counts the texts it embeds (a re-embedding is what the snapshot must avoid)."""
+
+    def __init__(self) -> None:
+        self.texts = 0
+
+    def __call__(self, texts: list[str]) -> np.ndarray:
+        self.texts += len(texts)
+        return fake_embed(texts)
+
+
+def _fill(directory: Path, key: bytes, n: int, prefix: str = "v") -> None:
+    with Sovseal(directory, key=key, embedder=Counting()) as mem:
+        mem.store_many([{"path": f"{prefix}.{i}", "payload": {"i": i}, "text": f"{prefix} text {i}"} for i in range(n)])
+        mem.recall("warm", k=1)
+
+
+def test_close_writes_a_snapshot_that_the_next_open_maps_without_the_table(tmp_path: Path) -> None:
+    key = os.urandom(32)
+    _fill(tmp_path, key, 300)
+    gen, rows = vector_snapshot.current(tmp_path / "index")  # type: ignore[misc]
+    assert rows == 300 and gen
+    counting = Counting()
+    with Sovseal(tmp_path, key=key, embedder=counting) as mem:
+        found = mem.recall("v text 17", k=3)
+        index = mem._vector_index()
+        assert not index._table_open  # nothing was read from LanceDB
+        assert isinstance(index._matrix, np.memmap)
+        assert found[0].path == "v.17"
+        assert counting.texts == 1  # the query only
+    table = VectorIndex(tmp_path / "index", FAKE_DIM)  # the same vectors, loaded from the table
+    shutil.rmtree(tmp_path / "index" / "snapshot")
+    try:
+        fresh = VectorIndex(tmp_path / "index", FAKE_DIM)
+        fresh.wait_ivf()
+        query = fake_embed(["v text 17"])[0]
+        allowed = np.ones(400, dtype=bool)
+        assert fresh.search(query, 10, allowed, exact=True) == table.search(query, 10, allowed, exact=True)
+        fresh.close()
+    finally:
+        table.close()
+
+
+def test_rows_added_after_the_snapshot_are_appended_in_place(tmp_path: Path) -> None:
+    key = os.urandom(32)
+    _fill(tmp_path, key, 100)
+    gen, _ = vector_snapshot.current(tmp_path / "index")  # type: ignore[misc]
+    _fill(tmp_path, key, 50, prefix="w")
+    assert vector_snapshot.current(tmp_path / "index") == (gen, 150)
+    with Sovseal(tmp_path, key=key, embedder=Counting()) as mem:
+        assert mem.recall("w text 3", k=1)[0].path == "w.3"
+        assert mem.recall("v text 3", k=1)[0].path == "v.3"
+
+
+WRITER = """
+import sys
+from pathlib import Path
+sys.path.insert(0, sys.argv[3])
+from sovseal import Sovseal
+from tests.recall.test_vector_snapshot import Counting
+mem = Sovseal(Path(sys.argv[1]), key=bytes.fromhex(sys.argv[2]), embedder=Counting())
+mem.store_many([{"path": f"other.{i}", "payload": {"i": i}, "text": f"other text {i}"} for i in range(40)])
+mem._vector_index().flush()  # in the table, but no snapshot: the process dies before it closes
+import os
+os._exit(0)
+"""
+
+
+def test_vectors_another_process_stored_since_are_read_from_the_table_not_embedded_again(tmp_path: Path) -> None:
+    key = os.urandom(32)
+    _fill(tmp_path, key, 100)
+    done = subprocess.run([sys.executable, "-c", WRITER, str(tmp_path), key.hex(), ROOT], check=False, timeout=120)
+    assert done.returncode == 0
+    assert vector_snapshot.current(tmp_path / "index")[1] == 100  # type: ignore[index]
+    counting = Counting()
+    with Sovseal(tmp_path, key=key, embedder=counting) as mem:
+        assert mem.recall("other text 7", k=1)[0].path == "other.7"
+        assert counting.texts == 1  # the query: the 40 vectors came from the table
+        assert mem._vector_index()._table_open
+
+
+def test_a_damaged_snapshot_falls_back_to_the_table(tmp_path: Path) -> None:
+    key = os.urandom(32)
+    _fill(tmp_path, key, 80)
+    meta = tmp_path / "index" / "snapshot" / "meta.npz"
+    meta.write_bytes(meta.read_bytes()[:100])
+    counting = Counting()
+    with Sovseal(tmp_path, key=key, embedder=counting) as mem:
+        assert mem.recall("v text 5", k=1)[0].path == "v.5"
+        assert counting.texts == 1
+        assert mem._vector_index()._table_open
+    for vectors in (tmp_path / "index" / "snapshot").glob("vectors.*.f32"):  # a vectors file cut short
+        with open(vectors, "r+b") as f:
+            f.truncate(100)
+    with Sovseal(tmp_path, key=key, embedder=counting) as mem:
+        assert mem.recall("v text 6", k=1)[0].path == "v.6"
+        assert counting.texts == 2
+
+
+def test_the_snapshot_files_are_private(tmp_path: Path) -> None:
+    key = os.urandom(32)
+    _fill(tmp_path, key, 20)
+    for path in (tmp_path / "index" / "snapshot").iterdir():
+        assert path.stat().st_mode & 0o077 == 0, path
