@@ -75,3 +75,26 @@ def test_a_part_swapped_between_two_large_values_is_refused(tmp_path: Path) -> N
         h.store(b_part, h.get(a_part).payload, index=False)  # a writer with the key, replaying a's part as b's
     with SovsealStore.open(tmp_path, key=key, embedder=fake_embed) as store, pytest.raises(IntegrityError):
         store.get(("s",), "b")
+
+
+def test_the_limit_is_64_mib_as_in_the_other_adapters(tmp_path: Path, saver: Any) -> None:
+    """Over 64 MiB (langchain-sovseal's and llama-index-sovseal's limit too) a value is refused and nothing is stored."""
+    from langgraph.checkpoint.sovseal._common import MAX_VALUE_BYTES
+
+    from sovseal.errors import PayloadTooLargeError
+    from tests.integrations.langgraph.checkpoints import put
+
+    assert MAX_VALUE_BYTES == 64 * 1024 * 1024
+    too_big = "x" * (MAX_VALUE_BYTES + 1)
+    with SovsealStore.open(tmp_path / "store", key=os.urandom(32), embedder=fake_embed) as store:
+        with pytest.raises(PayloadTooLargeError, match="64 MiB"):
+            store.put(("n",), "k", {"text": too_big})
+        assert store.get(("n",), "k") is None
+        assert not [p for p in store.sovseal.state() if p.startswith("langgraph/store/")]
+    with pytest.raises(PayloadTooLargeError, match="64 MiB"):
+        put(saver, "huge", text=too_big)
+    assert saver.get_tuple({"configurable": {"thread_id": "huge", "checkpoint_ns": ""}}) is None
+    config = put(saver, "huge", text="small")
+    with pytest.raises(PayloadTooLargeError, match="64 MiB"):
+        saver.put_writes(config, [("text", too_big)], "task")
+    assert saver.get_tuple(config).pending_writes == []

@@ -20,7 +20,7 @@ import numpy as np
 
 from sovseal import Sovseal
 from sovseal.entries import MAX_ENTRY_BYTES
-from sovseal.errors import IntegrityError, InvalidInputError, UnknownBranchError
+from sovseal.errors import IntegrityError, InvalidInputError, PayloadTooLargeError, UnknownBranchError
 
 # -- the per-handle lock ---------------------------------------------------------------------------
 
@@ -170,6 +170,18 @@ RECORD_OVERHEAD = 16 * 1024
 RECORD_BLOB_CHARS = MAX_ENTRY_BYTES - RECORD_OVERHEAD
 #: Bytes of a blob one part record carries (at most 2 canonical bytes a byte).
 PART_BYTES = RECORD_BLOB_CHARS // 2
+#: The largest value an adapter stores: a serialized checkpoint, metadata or write, or a Store item's
+#: canonical JSON. The same limit as langchain-sovseal's and llama-index-sovseal's (their _parts.py).
+MAX_VALUE_BYTES = 64 * 1024 * 1024
+
+
+def check_size(size: int, where: str) -> None:
+    """PayloadTooLargeError for a value over :data:`MAX_VALUE_BYTES`, worded as the other adapters word it."""
+    if size > MAX_VALUE_BYTES:
+        raise PayloadTooLargeError(
+            f"{where} is {size:,} bytes; the limit is {MAX_VALUE_BYTES:,} (64 MiB). Store large content "
+            "elsewhere and keep a reference."
+        )
 
 
 def latin1_size(data: bytes) -> int:

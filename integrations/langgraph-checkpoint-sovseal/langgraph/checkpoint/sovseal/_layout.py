@@ -24,7 +24,7 @@ from typing import Any
 
 from sovseal.errors import IntegrityError
 
-from ._common import PART_BYTES, RECORD_BLOB_CHARS, decode_blob, encode_blob, latin1_size, q, uq
+from ._common import PART_BYTES, RECORD_BLOB_CHARS, check_size, decode_blob, encode_blob, latin1_size, q, uq
 
 #: The payload format written: 2 encodes blobs as Latin-1 ("b", see _common); 1 (hex, "d") is still read.
 FORMAT = 2
@@ -124,6 +124,7 @@ def pack_blobs(
                 descriptors[name] = {"t": type_, how: text}
                 budget -= size
                 continue
+        check_size(len(data), f"{name!r} of {record_path}")
         n = math.ceil(len(data) / PART_BYTES)
         descriptors[name] = {"t": type_, "n": n, "size": len(data), "sha256": hashlib.sha256(data).hexdigest()}
         for i in range(n):

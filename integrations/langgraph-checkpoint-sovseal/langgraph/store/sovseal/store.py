@@ -22,8 +22,10 @@ values in this process. ``supports_ttl`` is False.
 A value whose canonical JSON does not fit in one record (a sovseal entry is at most 256 KiB) is
 split as the checkpoint saver splits blobs: part records at ``<item path>/part/value/<i>``, stored
 in the same ``store_many`` batch before the item's record, which names their count, size and
-SHA-256 in its metadata (``value_parts``). Recall then indexes the first ``RECALL_TEXT_BYTES`` of
-the value's text (the item's record carries it as ``text=``).
+SHA-256 in its metadata (``value_parts``). Recall then indexes the first ``RECALL_TEXT_CHARS``
+characters of the value's text (the item's record carries them as ``text=``), as the LangChain and
+LlamaIndex adapters do. A value over 64 MiB (``MAX_VALUE_BYTES``, the same in every adapter) raises
+``PayloadTooLargeError``.
 """
 
 from __future__ import annotations
@@ -41,6 +43,7 @@ import numpy as np
 from langgraph.checkpoint.sovseal._common import (
     RECORD_BLOB_CHARS,
     branch_heads,
+    check_size,
     decode_bytes,
     encode_bytes,
     ensure_anchor,
@@ -87,21 +90,23 @@ __all__ = ["SovsealStore"]
 ROOT = "langgraph/store/"
 #: The most results one recall may return (the SDK's limit); deeper pages of a search by meaning end there.
 MAX_RECALL_K = 1000
-#: UTF-8 bytes of a value stored in parts that recall embeds and keyword-indexes (its leaves, in order).
-RECALL_TEXT_BYTES = 64 * 1024
+#: Characters of a value stored in parts that recall embeds and keyword-indexes (the path, then its
+#: leaves): the same as langchain-sovseal's INDEX_CHARS (the on-device model reads 256 tokens, fewer
+#: characters than this). The text is sealed with the record, so it is kept short.
+RECALL_TEXT_CHARS = 2048
 #: The blob name of a value stored in parts (``<item path>/part/value/<i>``).
 VALUE_BLOB = "value"
 
 
 def _recall_text(path: str, value: Any) -> str:
     """What recall indexes for a value stored in parts: as sovseal derives it from a payload (the path,
-    then the leaves), cut at ``RECALL_TEXT_BYTES``."""
+    then the leaves), cut at ``RECALL_TEXT_CHARS``."""
     leaves: list[str] = []
     size = 0
 
     def walk(node: Any) -> None:
         nonlocal size
-        if size > RECALL_TEXT_BYTES:
+        if size > RECALL_TEXT_CHARS:
             return
         if isinstance(node, dict):
             for key, item in node.items():
@@ -116,7 +121,7 @@ def _recall_text(path: str, value: Any) -> str:
 
     walk(value)
     text = f"{path.replace('.', ' ').replace('_', ' ')}: {' '.join(leaves)}"
-    return text.encode("utf-8")[:RECALL_TEXT_BYTES].decode("utf-8", errors="ignore")
+    return text[:RECALL_TEXT_CHARS]
 
 
 def item_path(namespace: tuple[str, ...], key: str) -> str:
@@ -493,6 +498,7 @@ class SovsealStore(BaseStore):
             index = self.embeddings is None
             record: dict[str, Any] = {"path": path, "payload": value, "type": "semantic", "provenance": "explicit", "index": index}
             parts: list[tuple[str, dict[str, Any]]] = []
+            check_size(len(data), f"the value of {path}")
             if len(data) + len(canonicalize(metadata)) > RECORD_BLOB_CHARS:  # a value too large for one record
                 descriptors, parts = pack_blobs(path, {VALUE_BLOB: ("json", data)}, budget=0)
                 metadata["value_parts"] = {k: v for k, v in descriptors[VALUE_BLOB].items() if k != "t"}
