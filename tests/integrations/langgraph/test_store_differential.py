@@ -12,7 +12,6 @@ from typing import Any
 import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
-from langgraph.store.base import InvalidNamespaceError
 from langgraph.store.memory import InMemoryStore
 from langgraph.store.sovseal import SovsealStore
 

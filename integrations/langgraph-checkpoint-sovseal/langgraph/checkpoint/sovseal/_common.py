@@ -20,7 +20,12 @@ import numpy as np
 
 from sovseal import Sovseal
 from sovseal.entries import MAX_ENTRY_BYTES
-from sovseal.errors import IntegrityError, InvalidInputError, PayloadTooLargeError, UnknownBranchError
+from sovseal.errors import (
+    IntegrityError,
+    InvalidInputError,
+    PayloadTooLargeError,
+    UnknownBranchError,
+)
 
 # -- the per-handle lock ---------------------------------------------------------------------------
 

@@ -24,7 +24,16 @@ from typing import Any
 
 from sovseal.errors import IntegrityError
 
-from ._common import PART_BYTES, RECORD_BLOB_CHARS, check_size, decode_blob, encode_blob, latin1_size, q, uq
+from ._common import (
+    PART_BYTES,
+    RECORD_BLOB_CHARS,
+    check_size,
+    decode_blob,
+    encode_blob,
+    latin1_size,
+    q,
+    uq,
+)
 
 #: The payload format written: 2 encodes blobs as Latin-1 ("b", see _common); 1 (hex, "d") is still read.
 FORMAT = 2

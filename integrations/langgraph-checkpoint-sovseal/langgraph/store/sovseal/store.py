@@ -53,7 +53,12 @@ from langgraph.checkpoint.sovseal._common import (
     q,
     uq,
 )
-from langgraph.checkpoint.sovseal._layout import check_part, join_parts, pack_blobs, part_path
+from langgraph.checkpoint.sovseal._layout import (
+    check_part,
+    join_parts,
+    pack_blobs,
+    part_path,
+)
 from langgraph.store.base import (
     BaseStore,
     GetOp,
