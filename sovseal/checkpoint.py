@@ -134,15 +134,18 @@ def read(path: Path, k_rest: bytes) -> tuple[dict[str, Any], dict[str, np.ndarra
         raise CheckpointRefused("the file is not as long as its header says")
     digest = hashlib.sha256(clear).digest()
     aead = _key(k_rest, salt)
-    plain = bytearray()
-    offset = start
+    plain = bytearray(total)
+    sealed = memoryview(data)
+    offset, position = start, 0
     try:
         for index in range(chunks):
-            size = min(_CHUNK, total - index * _CHUNK) + _TAG
-            plain += aead.decrypt(index.to_bytes(12, "big"), data[offset : offset + size], _aad(digest, index, chunks))
-            offset += size
+            size = min(_CHUNK, total - index * _CHUNK)
+            opened = aead.decrypt(index.to_bytes(12, "big"), sealed[offset : offset + size + _TAG], _aad(digest, index, chunks))
+            plain[position : position + size] = opened
+            offset, position = offset + size + _TAG, position + size
     except InvalidTag:
         raise CheckpointRefused("does not authenticate under this store's key") from None
+    sealed.release()
     del data
     arrays: dict[str, np.ndarray] = {}
     position = 0
@@ -190,4 +193,6 @@ def unpack(blob: np.ndarray, ends: np.ndarray) -> list[bytes | None]:
 def pack_fixed(values: Sequence[bytes], width: int) -> np.ndarray:
     """Byte strings of one length as an array of ``V<width>`` (``tolist()`` gives them back whole;
     ``S`` would drop trailing zero bytes)."""
+    if any(len(v) != width for v in values):
+        raise ValueError(f"pack_fixed: every value must be {width} bytes")
     return np.frombuffer(b"".join(values), dtype=f"V{width}").copy() if values else np.zeros(0, dtype=f"V{width}")

@@ -217,17 +217,143 @@ class NodeTable:
         }
 
 
+class WireIndex:
+    """wire id -> node index: a dict, except for the nodes a checkpoint brought, which are found
+    by binary search over their ids' first 8 bytes (sorted when the checkpoint was written).
+
+    Building a dict of a million ids costs about half a second; a cold open builds none.
+    """
+
+    __slots__ = ("_prefix", "_order", "_wires", "_added")
+
+    def __init__(self, wires: np.ndarray | None = None, order: np.ndarray | None = None) -> None:
+        import numpy as np
+
+        self._wires = wires  # (n,) V32: node i's wire id (the checkpoint's n.wire)
+        self._order = order  # node indexes sorted by id prefix
+        self._prefix = None if wires is None else np.frombuffer(wires.tobytes(), dtype=">u8")[::4][order]
+        self._added: dict[bytes, int] = {}
+
+    def _find(self, wire: bytes) -> int | None:
+        found = self._added.get(wire)
+        if found is not None or self._prefix is None or len(wire) != ID_LEN:
+            return found
+        key = int.from_bytes(wire[:8], "big")
+        prefix, order, wires = self._prefix, self._order, self._wires
+        at = int(prefix.searchsorted(key))
+        while at < len(prefix) and int(prefix[at]) == key:
+            idx = int(order[at])  # type: ignore[index]
+            if wires[idx].tobytes() == wire:  # type: ignore[index]
+                return idx
+            at += 1
+        return None
+
+    def get(self, wire: bytes, default: int | None = None) -> int | None:
+        found = self._find(wire)
+        return default if found is None else found
+
+    def __getitem__(self, wire: bytes) -> int:
+        found = self._find(wire)
+        if found is None:
+            raise KeyError(wire)
+        return found
+
+    def __contains__(self, wire: object) -> bool:
+        return isinstance(wire, bytes) and self._find(wire) is not None
+
+    def __setitem__(self, wire: bytes, idx: int) -> None:
+        self._added[wire] = idx
+
+    def __len__(self) -> int:
+        return (0 if self._order is None else len(self._order)) + len(self._added)
+
+    @staticmethod
+    def sort_order(wires: np.ndarray) -> np.ndarray:
+        """The order a checkpoint stores with ``n.wire``: node indexes by id prefix."""
+        import numpy as np
+
+        return np.argsort(np.frombuffer(wires.tobytes(), dtype=">u8")[::4], kind="stable")
+
+
+class Outbox:
+    """Replicable frames not acknowledged yet, in journal order: id -> (frame offset, frame size).
+
+    Without replication nothing is ever acknowledged and every record is here; those a
+    checkpoint brought stay in its arrays until an acknowledgement or a lookup needs a dict.
+    """
+
+    __slots__ = ("_base_ids", "_base_where", "_items")
+
+    def __init__(self, ids: np.ndarray | None = None, where: np.ndarray | None = None) -> None:
+        self._base_ids = ids  # (n,) V32
+        self._base_where = where  # (n, 2) int64
+        self._items: dict[bytes, tuple[int, int]] = {}
+
+    def _dict(self) -> dict[bytes, tuple[int, int]]:
+        if self._base_ids is not None:
+            assert self._base_where is not None  # nosec B101 -- type narrowing: set together
+            items = dict(zip(self._base_ids.tolist(), map(tuple, self._base_where.tolist()), strict=True))
+            items.update(self._items)  # added after the checkpoint: later in the journal
+            self._items, self._base_ids, self._base_where = items, None, None  # type: ignore[assignment]
+        return self._items
+
+    def add(self, item: bytes, where: tuple[int, int]) -> bool:
+        """Enqueue a frame the lineage sees for the first time (its callers check that); False if queued."""
+        if item in self._items:
+            return False
+        self._items[item] = where
+        return True
+
+    def pop(self, item: bytes, default: tuple[int, int] | None = None) -> tuple[int, int] | None:
+        return self._dict().pop(item, default)
+
+    def __contains__(self, item: object) -> bool:
+        return item in self._dict()
+
+    def __len__(self) -> int:
+        return (0 if self._base_ids is None else len(self._base_ids)) + len(self._items)
+
+    def __iter__(self) -> Iterator[bytes]:
+        return iter(self._dict())
+
+    def items(self) -> Iterable[tuple[bytes, tuple[int, int]]]:
+        return self._dict().items()
+
+    def first(self, limit: int) -> list[tuple[int, int]]:
+        """Where the oldest ``limit`` frames are (no dict is built for it)."""
+        out: list[tuple[int, int]] = []
+        if self._base_where is not None:
+            out = [(int(o), int(n)) for o, n in self._base_where[:limit].tolist()]
+        for where in self._items.values():
+            if len(out) >= limit:
+                break
+            out.append(where)
+        return out
+
+    def arrays(self) -> tuple[list[bytes], np.ndarray]:
+        """(ids, where) of every entry, in order, for a checkpoint."""
+        import numpy as np
+
+        if self._base_ids is not None and self._base_where is not None:
+            extra = list(self._items.items())
+            ids = self._base_ids.tolist() + [k for k, _ in extra]
+            where = np.concatenate([self._base_where, np.array([w for _, w in extra], dtype=np.int64).reshape(len(extra), 2)])
+            return ids, where
+        items = list(self._items.items())
+        return [k for k, _ in items], np.array([w for _, w in items], dtype=np.int64).reshape(len(items), 2)
+
+
 @dataclass
 class Lineage:
     nodes: NodeTable = field(default_factory=NodeTable)
-    by_wire: dict[bytes, int] = field(default_factory=dict)
+    by_wire: WireIndex = field(default_factory=WireIndex)
     branches: dict[bytes, Branch] = field(default_factory=dict)
     damage: list[Damage] = field(default_factory=list)
     sync_seals: int = 0  # seals under k_sync: one per record, branch and reinforce frame
     rest_seals: int = 0  # seals under k_rest: one snapshot id per record
     #: The outbox: replicable frames not yet acknowledged by the server, in journal order.
     #: id (record wire id or event id) -> (frame offset, frame size).
-    pending: dict[bytes, tuple[int, int]] = field(default_factory=dict)
+    pending: Outbox = field(default_factory=Outbox)
     outbox_bytes: int = 0
     events: set[bytes] = field(default_factory=set)  # ids of branch and reinforce events seen
     unattributed_damage: bool = False  # see unattributed()
@@ -292,8 +418,7 @@ class Lineage:
             branch.authentic = False
 
     def _enqueue(self, item: bytes, offset: int, size: int) -> None:
-        if item not in self.pending:
-            self.pending[item] = (offset, size)
+        if self.pending.add(item, (offset, size)):
             self.outbox_bytes += size
 
     def replicated(self, item: bytes) -> bool:
@@ -537,9 +662,9 @@ class Lineage:
         branch_list = list(self.branches)
         index = {b: i for i, b in enumerate(branch_list)}
         arrays = self.nodes.columns(index)
-        pending = list(self.pending.items())
-        arrays["p.ids_blob"], arrays["p.ids_ends"] = cp.pack([item for item, _ in pending])
-        arrays["p.where"] = np.array([where for _, where in pending], dtype=np.int64).reshape(len(pending), 2)
+        arrays["n.wire_order"] = WireIndex.sort_order(arrays["n.wire"])
+        pending_ids, arrays["p.where"] = self.pending.arrays()
+        arrays["p.ids"] = cp.pack_fixed(pending_ids, ID_LEN)
         arrays["e.blob"], arrays["e.ends"] = cp.pack(sorted(self.events))
         branches = []
         for j, branch in enumerate(self.branches.values()):
@@ -579,11 +704,10 @@ class Lineage:
 
         meta: dict[str, Any] = json.loads(arrays["l.meta"].tobytes())
         branch_ids = [bytes.fromhex(b["id"]) for b in meta["branches"]]
-        node_columns = {k: v for k, v in arrays.items() if k.startswith("n.")}
+        node_columns = {k: v for k, v in arrays.items() if k.startswith("n.") and k != "n.wire_order"}
         lineage = cls(nodes=NodeTable(node_columns, branch_ids))
-        lineage.by_wire = dict(zip(arrays["n.wire"].tolist(), range(len(arrays["n.wire"])), strict=True))
-        ids = cp.unpack(arrays["p.ids_blob"], arrays["p.ids_ends"])
-        lineage.pending = {item: (int(o), int(n)) for item, (o, n) in zip(ids, arrays["p.where"].tolist(), strict=True)}  # type: ignore[misc]
+        lineage.by_wire = WireIndex(arrays["n.wire"], arrays["n.wire_order"])
+        lineage.pending = Outbox(arrays["p.ids"], arrays["p.where"])
         lineage.events = set(cp.unpack(arrays["e.blob"], arrays["e.ends"]))  # type: ignore[arg-type]
         for j, b in enumerate(meta["branches"]):
             branch = Branch(

@@ -400,10 +400,10 @@ class LocalStore:
         }
         return header, self._lineage.to_arrays()
 
-    def write_checkpoint(self, extra: Any = None) -> int | None:
+    def write_checkpoint(self, add_arrays: Any = None) -> int | None:
         """Write ``state/checkpoint`` for the lineage as it is now; returns the frames it covers.
 
-        ``extra(header, arrays)``, called under the store's lock, may add arrays of its own (the
+        ``add_arrays(header, arrays)``, called under the store's lock, may add arrays of its own (the
         recall catalog). None when nothing was written (read-only, empty, or damaged).
         """
         if self.read_only or self.closed:
@@ -414,8 +414,8 @@ class LocalStore:
             if state is None:
                 return None
             header, arrays = state
-            if extra is not None:
-                extra(header, arrays)
+            if add_arrays is not None:
+                add_arrays(header, arrays)
         from . import checkpoint as cp
 
         cp.write(self.directory / CHECKPOINT, self._keys.k_rest, header, arrays)
@@ -423,9 +423,9 @@ class LocalStore:
         self.checkpoint_has_catalog = "c.state" in arrays
         return int(header["nodes"])
 
-    def checkpoint_if_due(self, least: int, *, extra: Any = None, catalog: bool = False) -> None:
+    def checkpoint_if_due(self, least: int, *, add_arrays: Any = None, catalog: bool = False) -> None:
         """:meth:`write_checkpoint` when ``least`` records or more are past the last checkpoint
-        (``catalog``: or it lacks the catalog ``extra`` adds and the store has that many).
+        (``catalog``: or it lacks the catalog ``add_arrays`` adds and the store has that many).
 
         Failures are logged, never raised: a checkpoint is only ever a cache.
         """
@@ -436,7 +436,7 @@ class LocalStore:
                 size = len(lineage.nodes)
             lacking = catalog and not self.checkpoint_has_catalog and size >= least
             if size - self.checkpointed >= least or lacking:
-                self.write_checkpoint(extra)
+                self.write_checkpoint(add_arrays)
         except Exception as exc:  # noqa: BLE001 - a store without a checkpoint only opens slower
             if not self.closed:
                 log.warning("writing the checkpoint failed (the store opens by replaying its journal): %s", exc)
@@ -920,7 +920,7 @@ class LocalStore:
         """Up to ``limit`` unacknowledged items, oldest first, with the exact bytes first stored."""
         with self.reading() as lineage:
             out: list[WireItem] = []
-            for offset, size in list(lineage.pending.values())[:limit]:
+            for offset, size in lineage.pending.first(limit):
                 _, body = self._journal.read_frame(offset, size)
                 out.append(self._to_wire(self.decode(body)))
             return out

@@ -117,7 +117,7 @@ class RecallEngine:
 
     def checkpoint_if_due(self, least: int, *, catalog: bool = False) -> None:
         """The store's :meth:`~sovseal.store.LocalStore.checkpoint_if_due`, with this catalog in it."""
-        self._store.checkpoint_if_due(least, extra=self.checkpoint_arrays, catalog=catalog)
+        self._store.checkpoint_if_due(least, add_arrays=self.checkpoint_arrays, catalog=catalog)
 
     def close(self) -> None:
         """Finish a background checkpoint, then write one if enough was added (the store closes next)."""

@@ -19,6 +19,12 @@ class _Fingerprinted:
     def __call__(self, texts):  # type: ignore[no-untyped-def]
         return fake_embed(texts)
 
+    def embed_documents(self, texts):  # type: ignore[no-untyped-def]  # as sovseal.embed.Embedder has
+        return fake_embed(texts)
+
+    def embed_query(self, text):  # type: ignore[no-untyped-def]
+        return fake_embed([text])[0]
+
 
 def test_a_langchain_store_and_the_sdk_agree_on_the_model(tmp_path: Path) -> None:
     from langchain_sovseal import SovsealEmbeddings, SovsealVectorStore
