@@ -227,11 +227,13 @@ class WireIndex:
     __slots__ = ("_prefix", "_order", "_wires", "_added")
 
     def __init__(self, wires: np.ndarray | None = None, order: np.ndarray | None = None) -> None:
-        import numpy as np
-
         self._wires = wires  # (n,) V32: node i's wire id (the checkpoint's n.wire)
         self._order = order  # node indexes sorted by id prefix
-        self._prefix = None if wires is None else np.frombuffer(wires.tobytes(), dtype=">u8")[::4][order]
+        self._prefix = None
+        if wires is not None:  # only a checkpoint brings arrays (and numpy is imported only then)
+            import numpy as np
+
+            self._prefix = np.frombuffer(wires.tobytes(), dtype=">u8")[::4][order]
         self._added: dict[bytes, int] = {}
 
     def _find(self, wire: bytes) -> int | None:
