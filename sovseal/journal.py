@@ -18,7 +18,6 @@ old frame appended again show as a break in the numbering (:class:`Order`).
 
 from __future__ import annotations
 
-import hashlib
 import hmac
 import mmap
 import os
@@ -26,7 +25,9 @@ import struct
 from dataclasses import dataclass, field
 from enum import Enum
 from pathlib import Path
+from typing import Any
 
+from .crypto import prepared_hmac
 from .durable import fsync_dir, fsync_fd
 from .errors import IntegrityError, JournalFormatError, StorageError
 
@@ -106,8 +107,8 @@ class Journal:
         self._key = key  # the store's journal key; frame MACs use a key derived from it and the journal id
         # HMACs under the frame key, known once the header is read or written, with their prefixes
         # already absorbed: every MAC and head tag copies one instead of preparing key and prefix again.
-        self._frame_mac: hmac.HMAC | None = None
-        self._head_mac: hmac.HMAC | None = None
+        self._frame_mac: Any = None  # crypto.prepared_hmac objects
+        self._head_mac: Any = None
         self._seq_at: dict[int, int] = {}  # offset -> sequence number the frame there must carry
         self.format = FORMAT  # a new journal's; an existing one's once its header is read
         self.journal_id = b""  # known once the header is read or written
@@ -115,12 +116,16 @@ class Journal:
         self.read_only = read_only
         if read_only:
             self._fd = os.open(path, os.O_RDONLY)
-            return
-        created = not path.exists()
-        self._fd = os.open(path, os.O_RDWR | os.O_CREAT | os.O_APPEND, 0o600)
-        if created:
-            fsync_fd(self._fd)
-            fsync_dir(path.parent)
+        else:
+            created = not path.exists()
+            self._fd = os.open(path, os.O_RDWR | os.O_CREAT | os.O_APPEND, 0o600)
+            if created:
+                fsync_fd(self._fd)
+                fsync_dir(path.parent)
+        # The file this handle holds: an open file keeps its inode, so its number cannot go to
+        # another file while the handle lives (replaced() compares the path's against it).
+        held = os.fstat(self._fd)
+        self._identity = (held.st_ino, held.st_dev)
 
     def close(self) -> None:
         if self._fd >= 0:
@@ -143,13 +148,15 @@ class Journal:
         A store directory deleted (or a journal moved away) under an open handle would otherwise
         go on taking appends into an unlinked file that nobody will ever read again; a journal
         migrated or compacted by another process is a new file at the same path.
+
+        One ``stat`` of the path: the held file's identity was taken when it was opened, and a
+        path that names the held file is a link to it, so the held file is not unlinked either.
         """
         try:
             named = os.stat(self.path)
         except FileNotFoundError:
             return True
-        held = os.fstat(self._fd)
-        return (named.st_ino, named.st_dev) != (held.st_ino, held.st_dev) or held.st_nlink == 0
+        return (named.st_ino, named.st_dev) != self._identity
 
     def mac(self, seq: int, body: bytes) -> bytes:
         """The MAC of the frame numbered ``seq`` (the same bytes as :meth:`_mac` under the frame key)."""
@@ -175,15 +182,15 @@ class Journal:
         return mac.digest()[:16]
 
     @staticmethod
-    def _prepared(mac: hmac.HMAC | None) -> hmac.HMAC:
+    def _prepared(mac: Any) -> Any:
         if mac is None:
             raise RuntimeError("the journal's header has not been read or written yet: scan(0) or append first")
         return mac
 
     def _use_frame_key(self, frame_key: bytes) -> None:
         """Adopt the frame key of this journal (derived from its id) and prepare its two HMACs."""
-        self._frame_mac = hmac.new(frame_key, _MAC_PREFIX, hashlib.sha256)
-        self._head_mac = hmac.new(frame_key, _HEAD_TAG_PREFIX, hashlib.sha256)
+        self._frame_mac = prepared_hmac(frame_key, _MAC_PREFIX)
+        self._head_mac = prepared_hmac(frame_key, _HEAD_TAG_PREFIX)
 
     def _forget_frame_key(self) -> None:
         self._frame_mac = self._head_mac = None
