@@ -181,7 +181,9 @@ class VectorIndex:
         top = int(found.row_node.max()) + 1
         node_row = np.full(max(top, 1024), -1, dtype=np.int64)
         node_row[found.row_node] = np.arange(rows)
-        self._matrix, self._rows, self._row_node, self._node_row = found.matrix, rows, row_node, node_row
+        # A plain ndarray over the mapping: np.memmap's subclass hooks cost microseconds per slice.
+        self._matrix = found.matrix.view(np.ndarray)
+        self._rows, self._row_node, self._node_row = rows, row_node, node_row
         self._has = node_row >= 0
         self._top = top - 1
         self._indexed = set(found.row_node.tolist())
