@@ -10,10 +10,13 @@ from __future__ import annotations
 
 import os
 import shutil
+import subprocess
+import sys
 import time
 from pathlib import Path
 
 import numpy as np
+import pytest
 
 from sovseal import Sovseal
 from sovseal.store import CHECKPOINT, LocalStore
@@ -252,50 +255,51 @@ def test_recall_from_a_restored_catalog_matches_a_rebuilt_one(tmp_path: Path) ->
 
 
 CRASHER = """
-import os, signal, sys, threading
+import os, signal, sys
 from pathlib import Path
-sys.path.insert(0, sys.argv[3])
+sys.path.insert(0, sys.argv[4])
 from sovseal import Sovseal
 from sovseal import checkpoint
 from tests.fakes import fake_embed
 
-real_write = os.write
-def dying_write(fd, data, _real=real_write):
-    return _real(fd, data)
+directory, key, point = Path(sys.argv[1]), bytes.fromhex(sys.argv[2]), sys.argv[3]
 
-directory, key = Path(sys.argv[1]), bytes.fromhex(sys.argv[2])
+
+def die(*args, **kwargs):
+    os.kill(os.getpid(), signal.SIGKILL)
+
+
 with Sovseal(directory, key=key, embedder=fake_embed) as mem:
     mem.store("late.write", {"v": 1})
-    # Die partway through sealing the new checkpoint: after some chunks are written.
-    original = checkpoint._chunks
-    def chunks(*args, **kwargs):
-        out = original(*args, **kwargs)
-        os.kill(os.getpid(), signal.SIGKILL)
-        return out
-    checkpoint._chunks = chunks
+    if point == "sealing":  # some chunks sealed, none written
+        checkpoint._chunks = die
+    elif point == "renaming":  # the new file whole and fsynced, not yet renamed over the old one
+        checkpoint.os.replace = die
+    elif point == "syncing":  # renamed, the directory not yet fsynced
+        checkpoint.fsync_dir = die
     mem._store.write_checkpoint()
 """
 
 
-def test_sigkill_while_writing_a_checkpoint_leaves_a_store_that_opens(tmp_path: Path) -> None:
-    import subprocess
-    import sys
-
+@pytest.mark.parametrize("point", ["sealing", "renaming", "syncing"])
+def test_sigkill_while_writing_a_checkpoint_leaves_a_store_that_opens(tmp_path: Path, point: str) -> None:
     key = os.urandom(32)
     _checkpointed(tmp_path, key)
     before = (tmp_path / CHECKPOINT).read_bytes()
     root = str(Path(__file__).resolve().parents[2])
-    done = subprocess.run([sys.executable, "-c", CRASHER, str(tmp_path), key.hex(), root], check=False, timeout=120)
+    done = subprocess.run([sys.executable, "-c", CRASHER, str(tmp_path), key.hex(), point, root], check=False, timeout=120)
     assert done.returncode == -9
-    assert (tmp_path / CHECKPOINT).read_bytes() == before  # the old one is untouched; the new one never replaced it
+    replaced = (tmp_path / CHECKPOINT).read_bytes() != before
+    assert replaced == (point == "syncing")  # before the rename the old one is untouched
     leftovers = list((tmp_path / CHECKPOINT).parent.glob("checkpoint.*.tmp"))
-    assert len(leftovers) == 1  # the half-written file, removed once it is old
+    assert len(leftovers) == (point != "syncing")  # the new file, half or whole, that was never renamed
     with Sovseal(tmp_path, key=key, embedder=fake_embed) as mem:
         assert mem._store.restored is not None
-        assert mem.get("late.write").payload == {"v": 1}  # acknowledged before the kill: replayed past the checkpoint
+        assert mem.get("late.write").payload == {"v": 1}  # acknowledged before the kill
         assert mem.verify().ok
-    old = time.time() - 3600
-    os.utime(leftovers[0], (old, old))
-    with Sovseal(tmp_path, key=key, embedder=fake_embed):
-        pass
-    assert not leftovers[0].exists()
+    if leftovers:  # removed once it is old enough to be no live writer's
+        old = time.time() - 3600
+        os.utime(leftovers[0], (old, old))
+        with Sovseal(tmp_path, key=key, embedder=fake_embed):
+            pass
+        assert not leftovers[0].exists()

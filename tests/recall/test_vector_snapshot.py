@@ -10,6 +10,7 @@ import sys
 from pathlib import Path
 
 import numpy as np
+import pytest
 
 from sovseal import Sovseal
 from sovseal import vector_snapshot
@@ -123,3 +124,44 @@ def test_the_snapshot_files_are_private(tmp_path: Path) -> None:
     _fill(tmp_path, key, 20)
     for path in (tmp_path / "index" / "snapshot").iterdir():
         assert path.stat().st_mode & 0o077 == 0, path
+
+
+SNAPSHOT_CRASHER = """
+import os, signal, sys
+from pathlib import Path
+sys.path.insert(0, sys.argv[4])
+from sovseal import Sovseal, vector_snapshot
+from tests.recall.test_vector_snapshot import Counting
+
+directory, key, point = Path(sys.argv[1]), bytes.fromhex(sys.argv[2]), sys.argv[3]
+
+
+def die(*args, **kwargs):
+    os.kill(os.getpid(), signal.SIGKILL)
+
+
+mem = Sovseal(directory, key=key, embedder=Counting())
+mem.store_many([{"path": f"late.{i}", "payload": {"i": i}, "text": f"late text {i}"} for i in range(30)])
+mem.recall("late", k=1)
+if point == "appending":  # rows written in place, the meta not yet replaced
+    vector_snapshot.os.replace = die
+elif point == "rewriting":  # a new generation written, the meta not yet replaced
+    mem._vector_index()._snapshot_order = False
+    vector_snapshot.os.replace = die
+mem.close()
+"""
+
+
+@pytest.mark.parametrize("point", ["appending", "rewriting"])
+def test_sigkill_while_writing_the_snapshot_leaves_the_previous_one_usable(tmp_path: Path, point: str) -> None:
+    key = os.urandom(32)
+    _fill(tmp_path, key, 60)
+    before = vector_snapshot.current(tmp_path / "index")
+    done = subprocess.run([sys.executable, "-c", SNAPSHOT_CRASHER, str(tmp_path), key.hex(), point, ROOT], check=False, timeout=120)
+    assert done.returncode == -9
+    assert vector_snapshot.current(tmp_path / "index") == before
+    counting = Counting()
+    with Sovseal(tmp_path, key=key, embedder=counting) as mem:
+        assert mem.recall("late text 4", k=1)[0].path == "late.4"  # from the table: flushed before the snapshot
+        assert mem.recall("v text 4", k=1)[0].path == "v.4"  # from the previous snapshot
+        assert counting.texts == 2  # the two queries: nothing was embedded again
