@@ -17,6 +17,7 @@ Why each piece exists:
 
 from __future__ import annotations
 
+import functools
 import hashlib
 import hmac
 import os
@@ -276,14 +277,17 @@ def record_aad(
     encoding injective, so no other identity authenticates the same ciphertext, and the version
     keeps a ciphertext of one layout from opening under the other.
     """
-    aad = (
-        b"sovseal-aad"
-        + struct.pack(">H", version)
-        + _field(key_id, "key_id")
-        + _field(wire_id, "wire_id")
-        + _field(parent_wire_id, "parent_wire_id")
-    )
+    prefix = _aad_prefix(key_id, version) if type(key_id) is str and type(version) is int else None
+    if prefix is None:
+        prefix = b"sovseal-aad" + struct.pack(">H", version) + _field(key_id, "key_id")
+    aad = prefix + _field(wire_id, "wire_id") + _field(parent_wire_id, "parent_wire_id")
     return aad + _field(context, "context") if context else aad
+
+
+@functools.lru_cache(maxsize=16)
+def _aad_prefix(key_id: str, version: int) -> bytes:
+    """The part of an AAD every record of one key shares (a store seals under one key id)."""
+    return b"sovseal-aad" + struct.pack(">H", version) + _field(key_id, "key_id")
 
 
 def keyed_id(k_id: bytes, label: str, value: str) -> str:

@@ -11,7 +11,9 @@ from __future__ import annotations
 import fcntl
 import os
 import time
+from collections.abc import Callable
 from pathlib import Path
+from typing import Any
 
 from .errors import LockTimeoutError
 
@@ -46,3 +48,39 @@ class WriterLock:
         if self._fd >= 0:
             os.close(self._fd)
             self._fd = -1
+
+
+class Exclusive:
+    """``with``: take ``mutex``, then the file ``lock``, then call ``then()``; release in reverse.
+
+    What every write of a store holds (the in-process mutex, the writer lock, catching up with
+    other writers first). A class rather than a generator-based context manager: it is entered on
+    every append, where a generator's setup and teardown cost more than the two locks. A failure
+    while taking it (a lock timeout, ``then()`` raising) leaves nothing held.
+    """
+
+    __slots__ = ("_lock", "_mutex", "_then")
+
+    def __init__(self, mutex: Any, lock: WriterLock, then: Callable[[], object]) -> None:
+        self._mutex = mutex
+        self._lock = lock
+        self._then = then
+
+    def __enter__(self) -> None:
+        self._mutex.acquire()
+        try:
+            self._lock.acquire()
+            try:
+                self._then()
+            except BaseException:
+                self._lock.release()
+                raise
+        except BaseException:
+            self._mutex.release()
+            raise
+
+    def __exit__(self, *exc: object) -> None:
+        try:
+            self._lock.release()
+        finally:
+            self._mutex.release()

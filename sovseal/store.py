@@ -41,7 +41,7 @@ from .errors import (
     UnknownBranchError,
     UnknownSnapshotError,
 )
-from .filelock import WriterLock
+from .filelock import Exclusive, WriterLock
 from .journal import FORMAT, HEADER, JOURNAL_HEADER, MAX_TORN_TAIL, Journal, JournalHeaderError, Order
 from .lineage import Branch, Damage, Lineage, Node
 from .wire import WireItem
@@ -261,8 +261,8 @@ class LocalStore:
 
     # -- locking and catching up ---------------------------------------------------------
 
-    @contextmanager
-    def _writing(self) -> Iterator[None]:
+    def _writing(self) -> Exclusive:
+        """``with``: the mutex and the writer lock, caught up with other writers (ReadOnlyStoreError if read-only)."""
         if self._flock is None:
             raise ReadOnlyStoreError(
                 errno.EROFS,
@@ -270,13 +270,7 @@ class LocalStore:
                 "opened with read_only=True); nothing was stored. Reads, recall, verify and export work; to write, copy "
                 "the store to a writable place and open the copy",
             )
-        with self._mutex:
-            self._flock.acquire()
-            try:
-                self._catch_up(owner=True)
-                yield
-            finally:
-                self._flock.release()
+        return Exclusive(self._mutex, self._flock, lambda: self._catch_up(owner=True))
 
     @contextmanager
     def reading(self) -> Iterator[Lineage]:
@@ -618,12 +612,13 @@ class LocalStore:
                 context=f"{frame.branch_id.hex()}/{frame.path_hash.hex()}",
                 version=LEGACY_FORMAT_VERSION,
             )
+        parents, after = frame.parents, frame.after
         return record_aad(
             key_id=self._keys.key_id,
             wire_id=frame.wire_id.hex(),
-            parent_wire_id=",".join(p.hex() for p in frame.parents),
+            parent_wire_id=parents[0].hex() if len(parents) == 1 else ",".join([p.hex() for p in parents]),
             context=f"{int(frame.flags)}/{frame.hlc}/{frame.branch_id.hex()}/{frame.path_hash.hex()}/"
-            + ",".join(a.hex() for a in frame.after),
+            + (",".join([a.hex() for a in after]) if after else ""),
         )
 
     def _branch_aad(self, frame: fr.BranchFrame) -> bytes:
@@ -859,7 +854,11 @@ class LocalStore:
         branch = self.branch(branch_name)
         nodes = self._lineage.nodes
         if parent is None:
-            targets = sorted({t for t in branch.heads.values() if t >= 0}, key=lambda t: nodes[t].wire_id)
+            heads = branch.heads
+            if len(heads) == 1:  # the usual branch: one head, nothing to sort
+                targets = [t for t in heads.values() if t >= 0]
+            else:
+                targets = sorted({t for t in heads.values() if t >= 0}, key=lambda t: nodes[t].wire_id)
         else:
             targets = [self.resolve(parent)]
         path_hash = self.path_hash(entry.path)
@@ -880,22 +879,18 @@ class LocalStore:
             # replay after rollback). Ids are deterministic, so HEAD moves to it; nothing is duplicated.
             self._append([self._branch_frame(fr.BranchReason.ADVANCE, branch_name, existing)], sync=sync)
             return Appended(nodes[existing], sid, reinforced=False)
-        parents = tuple(nodes[t].wire_id for t in targets)
+        parents = tuple([nodes[t].wire_id for t in targets])
         replaces = branch.replaceable
         explicit = replaces != parents
-        frame = fr.RecordFrame(
-            op=fr.Op.DELETE if entry.op == "delete" else fr.Op.STORE,
-            hlc=self._tick(),
-            wire_id=wire,
-            parents=parents,
-            branch_id=branch.branch_id,
-            path_hash=path_hash,
-            sealed_sid=self._rest.seal(sid.encode("ascii"), b"sid:" + wire),
-            sealed_entry=b"",
-            flags=fr.Flag.EXPLICIT_AFTER if explicit else fr.Flag.NONE,
-            after=replaces if explicit else (),
-        )
-        frame = dataclasses.replace(frame, sealed_entry=self._seal(canonical, self._record_aad(frame)))
+        op = fr.Op.DELETE if entry.op == "delete" else fr.Op.STORE
+        hlc = self._tick()
+        flags = int(fr.Flag.EXPLICIT_AFTER) if explicit else 0  # a plain int, as decoded frames carry it
+        after = replaces if explicit else ()
+        sealed_sid = self._rest.seal(sid.encode("ascii"), b"sid:" + wire)
+        # The AAD covers the clear fields only: taken from the frame before its entry is sealed in.
+        aad = self._record_aad(fr.RecordFrame(op, hlc, wire, parents, branch.branch_id, path_hash, sealed_sid, b"", flags, after))
+        sealed = self._seal(canonical, aad)
+        frame = fr.RecordFrame(op, hlc, wire, parents, branch.branch_id, path_hash, sealed_sid, sealed, flags, after)
         self._append([frame], sync=sync)
         idx = self._lineage.by_wire[wire]
         self._sids[idx] = sid
