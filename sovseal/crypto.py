@@ -254,7 +254,7 @@ def padme(length: int) -> int:
 
 def pad(data: bytes) -> bytes:
     """``data ‖ 0x80 ‖ zeros`` up to the Padmé length of ``len(data) + 1`` (ISO/IEC 7816-4 style)."""
-    return data + b"\x80" + bytes(padme(len(data) + 1) - len(data) - 1)
+    return b"".join((data, b"\x80", bytes(padme(len(data) + 1) - len(data) - 1)))  # one copy of data
 
 
 def unpad(data: bytes) -> bytes:

@@ -160,7 +160,8 @@ class Journal:
 
     def mac(self, seq: int, body: bytes) -> bytes:
         """The MAC of the frame numbered ``seq`` (the same bytes as :meth:`_mac` under the frame key)."""
-        mac = self._prepared(self._frame_mac).copy()
+        mac = self._frame_mac
+        mac = (mac if mac is not None else self._prepared(mac)).copy()
         mac.update(_SEQ.pack(seq))
         mac.update(body)
         return mac.digest()[:16]
@@ -176,7 +177,8 @@ class Journal:
         number its place in the journal calls for) tells which branch, parent and path the record
         really has, so the damage is pinned on that record alone.
         """
-        mac = self._prepared(self._head_mac).copy()
+        mac = self._head_mac
+        mac = (mac if mac is not None else self._prepared(mac)).copy()
         mac.update(_SEQ.pack(seq))
         mac.update(head)
         return mac.digest()[:16]
@@ -324,7 +326,10 @@ class Journal:
         # A new journal: its id goes in with its first frames.
         header = (self._pending_header or self._new_header()) if start == 0 else b""
         self._pending_header = b""
-        data = header + b"".join(self.encode(first + i, b) for i, b in enumerate(bodies))
+        if len(bodies) == 1:  # the usual append: one frame, no generator
+            data = header + self.encode(first, bodies[0])
+        else:
+            data = header + b"".join([self.encode(first + i, b) for i, b in enumerate(bodies)])
         if len(data) > MAX_TORN_TAIL:
             raise ValueError("one append must fit in MAX_TORN_TAIL so that a torn append is recognisable")
         try:
