@@ -126,6 +126,7 @@ class Journal:
         # another file while the handle lives (replaced() compares the path's against it).
         held = os.fstat(self._fd)
         self._identity = (held.st_ino, held.st_dev)
+        self._name = os.fspath(path)  # stat()ed after every append: a str, not converted each time
 
     def close(self) -> None:
         if self._fd >= 0:
@@ -153,7 +154,7 @@ class Journal:
         path that names the held file is a link to it, so the held file is not unlinked either.
         """
         try:
-            named = os.stat(self.path)
+            named = os.stat(self._name)
         except FileNotFoundError:
             return True
         return (named.st_ino, named.st_dev) != self._identity
