@@ -52,6 +52,7 @@ __all__ = [
     "prepared_hmac",
     "project_blind_id",
     "record_aad",
+    "record_fields_aad",
     "unpad",
 ]
 
@@ -282,6 +283,30 @@ def record_aad(
         prefix = b"sovseal-aad" + struct.pack(">H", version) + _field(key_id, "key_id")
     aad = prefix + _field(wire_id, "wire_id") + _field(parent_wire_id, "parent_wire_id")
     return aad + _field(context, "context") if context else aad
+
+
+def record_fields_aad(
+    key_id: str,
+    wire_id: bytes,
+    parents: tuple[bytes, ...],
+    flags: int,
+    hlc: int,
+    branch_id: bytes,
+    path_hash: bytes,
+    after: tuple[bytes, ...],
+) -> bytes:
+    """The AAD (version 2) of a journal-format-3 record, from its clear fields (ids as bytes).
+
+    :func:`record_aad` with the record's wire id, its parents joined by ``,`` and the context
+    ``flags/hlc/branch id/path hash/after`` (ids in hex, ``after`` joined by ``,``): what every
+    device computes for that record, so a server that rewrites any of those fields makes it fail.
+    """
+    return record_aad(
+        key_id=key_id,
+        wire_id=wire_id.hex(),
+        parent_wire_id=parents[0].hex() if len(parents) == 1 else ",".join([p.hex() for p in parents]),
+        context=f"{int(flags)}/{hlc}/{branch_id.hex()}/{path_hash.hex()}/" + (",".join([a.hex() for a in after]) if after else ""),
+    )
 
 
 @functools.lru_cache(maxsize=16)

@@ -28,7 +28,7 @@ from typing import Any
 
 from . import frames as fr
 from .canonical import canonicalize, loads
-from .crypto import LEGACY_FORMAT_VERSION, IdKey, Sealer, derive_subkeys, keyed_id, pad, record_aad, unpad
+from .crypto import LEGACY_FORMAT_VERSION, IdKey, Sealer, derive_subkeys, keyed_id, pad, record_aad, record_fields_aad, unpad
 from .durable import atomic_write, fsync_dir, make_dirs
 from .entries import Entry, snapshot_id
 from .errors import (
@@ -612,13 +612,8 @@ class LocalStore:
                 context=f"{frame.branch_id.hex()}/{frame.path_hash.hex()}",
                 version=LEGACY_FORMAT_VERSION,
             )
-        parents, after = frame.parents, frame.after
-        return record_aad(
-            key_id=self._keys.key_id,
-            wire_id=frame.wire_id.hex(),
-            parent_wire_id=parents[0].hex() if len(parents) == 1 else ",".join([p.hex() for p in parents]),
-            context=f"{int(frame.flags)}/{frame.hlc}/{frame.branch_id.hex()}/{frame.path_hash.hex()}/"
-            + (",".join([a.hex() for a in after]) if after else ""),
+        return record_fields_aad(
+            self._keys.key_id, frame.wire_id, frame.parents, frame.flags, frame.hlc, frame.branch_id, frame.path_hash, frame.after
         )
 
     def _branch_aad(self, frame: fr.BranchFrame) -> bytes:
@@ -887,8 +882,8 @@ class LocalStore:
         flags = int(fr.Flag.EXPLICIT_AFTER) if explicit else 0  # a plain int, as decoded frames carry it
         after = replaces if explicit else ()
         sealed_sid = self._rest.seal(sid.encode("ascii"), b"sid:" + wire)
-        # The AAD covers the clear fields only: taken from the frame before its entry is sealed in.
-        aad = self._record_aad(fr.RecordFrame(op, hlc, wire, parents, branch.branch_id, path_hash, sealed_sid, b"", flags, after))
+        # The AAD of the clear fields, as _record_aad computes it from the frame when it is read.
+        aad = record_fields_aad(self._keys.key_id, wire, parents, flags, hlc, branch.branch_id, path_hash, after)
         sealed = self._seal(canonical, aad)
         frame = fr.RecordFrame(op, hlc, wire, parents, branch.branch_id, path_hash, sealed_sid, sealed, flags, after)
         self._append([frame], sync=sync)
