@@ -68,6 +68,9 @@ EXACT_MAX_ALLOWED = 4_000
 #: give recall@10 0.978 against exact search for real queries, 48 only 0.960 (docs/recall.md).
 IVF_PROBE_FRACTION = 0.05
 IVF_MIN_PROBE = 64
+#: Seconds after opening from a snapshot before the mapped matrix is made resident in the
+#: background (a process that lives that long will search it again: see _warm).
+WARM_DELAY = 2.0
 #: k-means iterations and training sample per list.
 _KMEANS_ITERATIONS = 10
 _SAMPLE_PER_LIST = 64
@@ -148,10 +151,12 @@ class VectorIndex:
         self._table_open = False  # the table was opened (and its nodes read) by this handle
         self._snapshot: tuple[str, int] | None = None  # (generation, rows) the matrix starts from
         self._snapshot_order = False  # rows below the snapshot's are still in its order (no rebuild, no replacement)
-        if not self._restore_snapshot():
-            self._open_table_now()
         self._wake = threading.Event()
         self._stop = threading.Event()
+        self.warmed = threading.Event()  # the matrix is in memory (set at once unless mapped from a snapshot)
+        if not self._restore_snapshot():
+            self.warmed.set()
+            self._open_table_now()
         self._worker = threading.Thread(target=self._run, name="sovseal-index", daemon=True)
         self._worker.start()
 
@@ -192,7 +197,27 @@ class VectorIndex:
         self._snapshot = (found.gen, rows)
         self._snapshot_order = True
         self._loaded.set()
+        threading.Thread(target=self._warm, name="sovseal-index-warm", daemon=True).start()
         return True
+
+    def _warm(self) -> None:
+        """Fault the mapped matrix in, page by page, a while after opening.
+
+        The mapping reads only what a search touches (MADV_RANDOM), so a short-lived process (a CLI
+        command) reads a few megabytes; one that lives past WARM_DELAY will keep searching, and a
+        search over pages not yet mapped pays a fault per 4 KB page (tens of milliseconds per
+        query at a million rows). Touching one float of every row maps every page; the pages are
+        the file's, so the kernel may still drop them under memory pressure.
+        """
+        if self._stop.wait(WARM_DELAY):
+            return
+        with self._lock:
+            matrix, rows = self._matrix, self._rows
+        for start in range(0, rows, 8192):
+            if self._stop.is_set():
+                return
+            np.add.reduce(matrix[start : start + 8192, 0])
+        self.warmed.set()
 
     def _opened_table(self):  # noqa: ANN202 - lancedb's Table type is not exported stably
         """:meth:`_open_table` under a lock file shared by every process opening this index.
