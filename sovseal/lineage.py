@@ -65,6 +65,9 @@ class Branch:
     heads: dict[bytes, int] = field(default_factory=dict)  # head item id -> target node
     authentic: bool = True
     _view: dict[bytes, int] | None = None  # path_hash -> node idx of the visible record
+    #: The view as a checkpoint holds it (path hashes, nodes), until something needs the dict
+    #: (:meth:`Lineage.view`, or a frame on the branch): a million-entry dict is half a second.
+    view_arrays: tuple[np.ndarray, np.ndarray] | None = None
 
     @property
     def replaceable(self) -> tuple[bytes, ...]:
@@ -498,7 +501,7 @@ class Lineage:
             node.hlc = frame.hlc
             self.epoch += 1
             for branch in self.branches.values():
-                branch._view = None
+                branch._view, branch.view_arrays = None, None
         branch = self.branches.get(frame.branch_id)
         if branch is not None:
             self._add_item(branch, frame.wire_id, idx, frame.replaces, again=True)
@@ -523,7 +526,7 @@ class Lineage:
         branch.heads = heads
         previous = next(iter(before.values())) if len(before) == 1 else None
         node = self.nodes[target] if target >= 0 else None
-        view = branch._view
+        view = self._materialized(branch)
         if view is not None and heads == {item: target} and node is not None and previous is not None and node.parents == ((previous,) if previous >= 0 else ()):
             # A record on the only head: the view gains its write (its clock is the newest).
             if node.op is Op.DELETE and node.authentic:
@@ -611,7 +614,7 @@ class Lineage:
         A damaged frame stays visible whatever its op says (its op may be what was altered), so
         reading its path fails closed instead of showing the path as deleted.
         """
-        if branch._view is None:
+        if self._materialized(branch) is None:
             seen: set[bytes] = set()
             view: dict[bytes, int] = {}
             for node in self.history(branch.heads.values()):
@@ -621,6 +624,15 @@ class Lineage:
                 if node.op is Op.STORE or not node.authentic:
                     view[node.path_hash] = node.idx
             branch._view = view
+        return branch._view
+
+    @staticmethod
+    def _materialized(branch: Branch) -> dict[bytes, int] | None:
+        """The branch's view as a dict, built from the checkpoint's arrays if it came with them."""
+        if branch._view is None and branch.view_arrays is not None:
+            paths, nodes = branch.view_arrays
+            branch._view = dict(zip(paths.tolist(), nodes.tolist(), strict=True))
+            branch.view_arrays = None
         return branch._view
 
     def conflicts(self, branch: Branch) -> dict[bytes, list[int]]:
@@ -670,7 +682,9 @@ class Lineage:
         arrays["e.blob"], arrays["e.ends"] = cp.pack(sorted(self.events))
         branches = []
         for j, branch in enumerate(self.branches.values()):
-            if branch._view is not None:
+            if branch.view_arrays is not None:
+                arrays[f"v{j}.paths"], arrays[f"v{j}.nodes"] = branch.view_arrays
+            elif branch._view is not None:
                 arrays[f"v{j}.paths"] = cp.pack_fixed(list(branch._view), ID_LEN)
                 arrays[f"v{j}.nodes"] = np.fromiter(branch._view.values(), dtype=np.int64, count=len(branch._view))
             branches.append(
@@ -682,7 +696,7 @@ class Lineage:
                     "waiting": sorted(w.hex() for w in branch.waiting),
                     "heads": [[k.hex(), v] for k, v in branch.heads.items()],
                     "authentic": branch.authentic,
-                    "view": branch._view is not None,
+                    "view": branch._view is not None or branch.view_arrays is not None,
                 }
             )
         meta = {
@@ -722,7 +736,7 @@ class Lineage:
                 authentic=b["authentic"],
             )
             if b["view"]:
-                branch._view = dict(zip(arrays[f"v{j}.paths"].tolist(), arrays[f"v{j}.nodes"].tolist(), strict=True))
+                branch.view_arrays = (arrays[f"v{j}.paths"], arrays[f"v{j}.nodes"])
             lineage.branches[branch.branch_id] = branch
         lineage.damage = [Damage(o, r) for o, r in meta["damage"]]
         lineage.sync_seals, lineage.rest_seals = meta["sync_seals"], meta["rest_seals"]

@@ -64,8 +64,17 @@ _SEEDS = 40  # candidates whose lineage neighbours join the pool (at least 2k)
 class _View:
     head: int
     mask: np.ndarray  # bool over nodes: visible at ``head``
-    paths: dict[bytes, int]  # path hash -> the visible node
+    _paths: dict[bytes, int] | None  # path hash -> the visible node (None: still the arrays below)
     heads: tuple[int, ...]  # the lineage's epoch and the branch's head targets it was computed for
+    arrays: tuple[np.ndarray, np.ndarray] | None = None  # a checkpoint's (path hashes, nodes) at ``head``
+
+    @property
+    def paths(self) -> dict[bytes, int]:
+        if self._paths is None:
+            assert self.arrays is not None  # nosec B101 -- one or the other is set
+            self._paths = dict(zip(self.arrays[0].tolist(), self.arrays[1].tolist(), strict=True))
+            self.arrays = None
+        return self._paths
 
 
 class RecallEngine:
@@ -240,11 +249,16 @@ class RecallEngine:
             else:
                 view.heads = heads
         if view is None:
-            paths = dict(lineage.view(branch))
             mask = np.zeros(max(size, 1024), dtype=bool)
-            if paths:
-                mask[np.fromiter(paths.values(), dtype=np.int64, count=len(paths))] = True
-            view = self._views[branch.branch_id] = _View(head, mask, paths, heads)
+            if branch.view_arrays is not None:  # from the checkpoint: no dict until a HEAD moves
+                mask[branch.view_arrays[1]] = True
+                view = _View(head, mask, None, heads, branch.view_arrays)
+            else:
+                paths = dict(lineage.view(branch))
+                if paths:
+                    mask[np.fromiter(paths.values(), dtype=np.int64, count=len(paths))] = True
+                view = _View(head, mask, paths, heads)
+            self._views[branch.branch_id] = view
         if len(view.mask) < size:
             grown = np.zeros(max(size, 2 * len(view.mask)), dtype=bool)
             grown[: len(view.mask)] = view.mask
