@@ -866,7 +866,7 @@ class LocalStore:
                 event = canonicalize({"reinforce": self.sid_of(visible), "at": frame.at})
                 self._append([dataclasses.replace(frame, sealed_event=self._seal(event, self._reinforce_aad(frame)))], sync=sync)
                 return Appended(nodes[visible], self.sid_of(visible), reinforced=True)
-        sid = snapshot_id(canonical, parent_ids(self.sid_of(t) for t in targets))
+        sid = snapshot_id(canonical, self.sid_of(targets[0]) if len(targets) == 1 else parent_ids(self.sid_of(t) for t in targets))
         wire = self.wire_id(sid)
         existing = self._lineage.by_wire.get(wire)
         if existing is not None:
