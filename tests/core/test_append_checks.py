@@ -10,13 +10,14 @@ from __future__ import annotations
 
 import os
 import shutil
+import threading
 from collections.abc import Callable
 from pathlib import Path
 
 import pytest
 
 from sovseal import Sovseal
-from sovseal.errors import StorageError
+from sovseal.errors import LockTimeoutError, StorageError
 from tests.fakes import fake_embed
 
 
@@ -76,3 +77,40 @@ def test_a_journal_moved_away_and_back_keeps_its_handle(tmp_path: Path, key: byt
         assert not mem.store("b", "two").reinforced
     with Sovseal(tmp_path / "s", key=key, embedder=fake_embed) as again:
         assert again.state() == {"a": "one", "b": "two"}
+
+
+def _store_from_another_thread(mem: Sovseal, path: str) -> bool:
+    """Store from a new thread; False if it did not finish (the handle's mutex was left held)."""
+    done: list[object] = []
+    worker = threading.Thread(target=lambda: done.append(mem.store(path, "from another thread")), daemon=True)
+    worker.start()
+    worker.join(10)
+    return bool(done)
+
+
+def test_a_write_that_cannot_start_leaves_nothing_held(tmp_path: Path, key: bytes) -> None:
+    """A lock timeout, or a catch-up that fails, releases the mutex and the writer lock it took."""
+    with (
+        Sovseal(tmp_path / "s", key=key, embedder=fake_embed, lock_timeout=0.2) as mem,
+        Sovseal(tmp_path / "s", key=key, embedder=fake_embed, lock_timeout=0.2) as other,
+    ):
+        lock = other._store._flock  # noqa: SLF001 - the writer lock of another handle (flock excludes it too)
+        assert lock is not None
+        lock.acquire()
+        with pytest.raises(LockTimeoutError):
+            mem.store("a", "blocked")
+        lock.release()
+        assert _store_from_another_thread(mem, "b")
+
+        store = mem._store  # noqa: SLF001
+
+        def failing_catch_up(*, owner: bool) -> None:
+            del store._catch_up  # noqa: SLF001 - once
+            raise StorageError("the catch-up failed")
+
+        store._catch_up = failing_catch_up  # type: ignore[method-assign]  # noqa: SLF001
+        with pytest.raises(StorageError, match="catch-up failed"):
+            mem.store("c", "never written")
+        other.store("d", "the other handle takes the writer lock")
+        assert _store_from_another_thread(mem, "e")
+        assert mem.state() == {"b": "from another thread", "d": "the other handle takes the writer lock", "e": "from another thread"}
