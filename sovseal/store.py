@@ -57,6 +57,9 @@ _ID_CACHE = 65_536
 _META = "store.json"
 _MIGRATING = "journal.migrating"
 CHECKPOINT = Path("state") / "checkpoint"
+#: What the checkpoint's arrays are (lineage, catalog, keyword index); raised when they change, so
+#: a checkpoint written by another version is replaced, never misread.
+CHECKPOINT_LAYOUT = 1
 #: A checkpoint is written when this many records are past the last one (in the background, by
 #: the recall engine), and on close when at least CHECKPOINT_ON_CLOSE are (docs/design.md).
 CHECKPOINT_EVERY = 10_000
@@ -339,9 +342,10 @@ class LocalStore:
 
         try:
             header, arrays = cp.read(self.directory / CHECKPOINT, self._keys.k_rest)
+            if header.get("kind") != "store" or header.get("layout") != CHECKPOINT_LAYOUT:
+                raise cp.CheckpointRefused("it was written by another version of sovseal")
             fits = (
-                header.get("kind") == "store"
-                and header.get("store_uuid") == self.store_uuid
+                header.get("store_uuid") == self.store_uuid
                 and self._journal.resume(int(header["end"]), int(header["slot"]), int(header["last_offset"]), bytes.fromhex(header["last_mac"]))
                 and self._journal.format == FORMAT
                 and header.get("journal_id") == self._journal.journal_id.hex()
@@ -384,6 +388,7 @@ class LocalStore:
         _, mac, seq = HEADER.unpack(head)
         header = {
             "kind": "store",
+            "layout": CHECKPOINT_LAYOUT,
             "store_uuid": self.store_uuid,
             "journal_id": self._journal.journal_id.hex(),
             "end": self._end,
