@@ -104,13 +104,20 @@ def build_sovseal(root: Path, paths: int, writes: int, vecs: np.ndarray, words: 
                 rows = slice(w * paths + start, w * paths + end)
                 items = [{"path": f"note.{i}", "payload": {"text": t, "v": w}, "text": t} for i, t in zip(range(start, end), words[rows], strict=True)]
                 mem.store_many(items, vectors=vecs[rows])
-    ingest = time.perf_counter() - started
+    return {"ingest_s": time.perf_counter() - started}
+
+
+def prepare_sovseal(root: Path) -> float:
+    """Open the store as a long-running process would and close it: its catalog checkpointed, its
+    IVF built and snapshotted (with a store left by an earlier run: whatever a newer version needs)."""
+    from sovseal import Sovseal
+
     started = time.perf_counter()
-    with Sovseal(root / "sovseal", key=key) as mem:  # what a long-running process leaves behind
+    with Sovseal(root / "sovseal", key=(root / "sovseal.key").read_bytes()) as mem:
         mem.recall(QUERIES[0], k=1)
         mem._recall_engine().wait_ready()
         mem._vector_index().wait_ivf()
-    return {"ingest_s": ingest, "prepare_s": time.perf_counter() - started}
+    return time.perf_counter() - started
 
 
 def build_lancedb(root: Path, vecs: np.ndarray, words: list[str]) -> dict[str, float]:
@@ -300,6 +307,8 @@ def main() -> None:
                 build = {"sovseal": lambda: build_sovseal(root, args.paths, args.writes, vecs, words), "lancedb": lambda: build_lancedb(root, vecs, words), "chroma": lambda: build_chroma(root, vecs, words)}[system]
                 result["build"][system] = build()
             del vecs, words
+        if "sovseal" in systems:
+            result["build"].setdefault("sovseal", {})["prepare_s"] = prepare_sovseal(root)
         result["load"] = os.getloadavg()
         result["cold"] = cold(systems, root, args.runs)
         result["warm"] = warm(systems, root, args.queries)
