@@ -516,7 +516,49 @@ def throughput_plot(runs: dict[str, Any], img: Path) -> str:
     )
 
 
+def section_cold_open(runs: dict[str, Any], img: Path) -> str:
+    parts = []
+    rows = []
+    for name in ("cold_open_100k", "cold_open_1m"):
+        run = runs.get(name)
+        if not run:
+            parts.append(missing(name))
+            continue
+        parts.append(provenance(run))
+        r = run["results"]
+        warm = r["warm"]["p50_ms"]
+        for system, cold in r["cold"].items():
+            resident = cold.get("resident_rss_mb_p50")
+            rows.append(
+                [
+                    f"{r['records']:,} ({r['paths']:,} paths)",
+                    system,
+                    f(cold["seconds_p50"], 2),
+                    f(cold["rss_mb_p50"], 0) + (f" ({f(resident, 0)} resident)" if resident else ""),
+                    f(warm.get(system), 2),
+                    f(warm.get("query embedding"), 2),
+                    f(r["warm"].get("sovseal_ivf_recall@10"), 3) if system == "sovseal" else "",
+                ]
+            )
+    parts.append(
+        table(
+            [
+                "records",
+                "system",
+                "cold: import + open + first query, s (p50)",
+                "cold: peak RSS, MB (p50)",
+                "warm query p50, ms",
+                "query embedding alone p50, ms",
+                "IVF recall@10 vs exact",
+            ],
+            rows,
+        )
+    )
+    return "\n\n".join(parts)
+
+
 SECTIONS: dict[str, Callable[[dict[str, Any], Path], str]] = {
+    "cold_open": section_cold_open,
     "store": section_store,
     "replication": section_replication,
     "convergence": section_convergence,

@@ -158,6 +158,22 @@ JOBS = [
         packages=("uvicorn", "httpx", "psycopg"),
     ),
     Job(
+        "cold_open_100k",
+        "bench/bench_cold_open.py",
+        ["--paths", "100000", "--writes", "2", "--runs", "5", "--queries", "200"],
+        ["--paths", "2000", "--writes", "2", "--runs", "2", "--queries", "20", "--real", "200"],
+        peers=True,
+        packages=(*EMBED, "lancedb", "chromadb"),
+    ),
+    Job(
+        "cold_open_1m",
+        "bench/bench_cold_open.py",
+        ["--paths", "500000", "--writes", "2", "--runs", "5", "--queries", "200", "--peers", "lancedb"],
+        None,
+        peers=True,
+        packages=(*EMBED, "lancedb"),
+    ),
+    Job(
         "langchain",
         "integrations/langchain-sovseal/bench/bench_langchain.py",
         ["--docs", "2000", "--queries", "200"],
