@@ -15,7 +15,7 @@ import hashlib
 import json
 import os
 import struct
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -75,7 +75,7 @@ def write(path: Path, k_rest: bytes, header: dict[str, Any], arrays: dict[str, n
     try:
         with open(os.open(temporary, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600), "wb") as out:
             out.write(_PREFIX.pack(MAGIC, VERSION, salt, len(clear)) + clear)
-            for index, chunk in enumerate(_chunks(parts, _CHUNK, total)):
+            for index, chunk in enumerate(_chunks(parts, _CHUNK)):
                 out.write(aead.encrypt(index.to_bytes(12, "big"), chunk, _aad(digest, index, chunks)))
             out.flush()
             os.fsync(out.fileno())
@@ -88,10 +88,11 @@ def write(path: Path, k_rest: bytes, header: dict[str, Any], arrays: dict[str, n
     return size
 
 
-def _chunks(parts: Sequence[memoryview], size: int, total: int) -> list[bytes]:
-    """The concatenation of ``parts`` cut into pieces of ``size`` bytes (the last may be shorter)."""
-    out: list[bytes] = []
+def _chunks(parts: Sequence[memoryview], size: int) -> Iterator[bytes]:
+    """The concatenation of ``parts`` cut into pieces of ``size`` bytes (the last may be shorter,
+    and there is always one), one piece in memory at a time."""
     buffer = bytearray()
+    sent = False
     for part in parts:
         start = 0
         while start < len(part):
@@ -99,12 +100,11 @@ def _chunks(parts: Sequence[memoryview], size: int, total: int) -> list[bytes]:
             buffer += part[start : start + take]
             start += take
             if len(buffer) == size:
-                out.append(bytes(buffer))
+                yield bytes(buffer)
                 buffer.clear()
-    if buffer or not out:
-        out.append(bytes(buffer))
-    assert sum(len(c) for c in out) == total  # nosec B101 -- internal invariant
-    return out
+                sent = True
+    if buffer or not sent:
+        yield bytes(buffer)
 
 
 def read(path: Path, k_rest: bytes) -> tuple[dict[str, Any], dict[str, np.ndarray]]:

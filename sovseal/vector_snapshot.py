@@ -25,7 +25,7 @@ from pathlib import Path
 
 import numpy as np
 
-from .durable import fsync_dir, make_dirs
+from .durable import atomic_write, fsync_dir, make_dirs
 
 DIRECTORY = "snapshot"
 _META = "meta.npz"
@@ -166,15 +166,4 @@ def _write_meta(directory: Path, gen: str, dim: int, rows: int, row_node: np.nda
         offsets=np.asarray(ivf[1] if ivf else [], dtype=np.int64),
         trained_rows=np.array(ivf[2] if ivf else -1, dtype=np.int64),
     )
-    temporary = directory / f"{_META}.{os.getpid()}.{os.urandom(4).hex()}.tmp"
-    fd = os.open(temporary, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
-    try:
-        with os.fdopen(fd, "wb") as out:
-            out.write(buffer.getvalue())
-            out.flush()
-            os.fsync(out.fileno())
-        os.replace(temporary, directory / _META)
-    except BaseException:
-        temporary.unlink(missing_ok=True)
-        raise
-    fsync_dir(directory)
+    atomic_write(directory / _META, buffer.getvalue())

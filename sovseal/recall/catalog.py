@@ -165,6 +165,9 @@ class Catalog:
             bisect.insort(self._sorted_paths, path)
         else:
             nodes.append(idx)
+        self._index_fields(idx, metadata)
+
+    def _index_fields(self, idx: int, metadata: dict[str, Any]) -> None:
         for name, value in metadata.items():
             self._field_nodes.setdefault(name, []).append(idx)
             try:
@@ -194,12 +197,7 @@ class Catalog:
         for idx in np.flatnonzero(self.state[: self.size] == RECORD).tolist():
             path = paths[idx]
             by_path.setdefault(path, []).append(idx)  # type: ignore[arg-type]
-            for name, value in metadata[idx].items():  # type: ignore[union-attr]
-                self._field_nodes.setdefault(name, []).append(idx)
-                try:
-                    self._field_values.setdefault((name, flt.value_key(value)), []).append(idx)
-                except TypeError:
-                    pass
+            self._index_fields(idx, metadata[idx])  # type: ignore[arg-type]
         self._by_path = by_path
         self._sorted_paths = sorted(by_path)
         self._indexes_ready = True
