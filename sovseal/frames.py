@@ -41,6 +41,7 @@ class Kind(IntEnum):
     BRANCH = 2
     REINFORCE = 3
     ACK = 4
+    REDACTION = 5
 
 
 class Op(IntEnum):
@@ -62,12 +63,18 @@ class Flag(IntFlag):
     #: A record whose replaced heads differ from its parents (after a rollback or fork, the head
     #: is a branch event): they are listed in ``after``. Without it, ``after`` is its parents.
     EXPLICIT_AFTER = 2
+    #: A skeleton: an erased record whose sealed entry was replaced by its skeleton seal (the
+    #: snapshot id, sealed under the record's clear fields with this flag set).
+    REDACTED = 4
 
 
-_KNOWN_FLAGS = int(Flag.LEGACY | Flag.EXPLICIT_AFTER)
+_KNOWN_FLAGS = int(Flag.LEGACY | Flag.EXPLICIT_AFTER | Flag.REDACTED)
 # Plain ints for the hot paths (replay, every read): an IntFlag operation costs a microsecond or two.
 _EXPLICIT_AFTER = int(Flag.EXPLICIT_AFTER)
 LEGACY = int(Flag.LEGACY)
+REDACTED = int(Flag.REDACTED)
+#: The most records one redaction frame erases (a larger purge writes several frames).
+MAX_ERASED = 2_000
 
 
 def _flags(value: int) -> int:
@@ -132,6 +139,17 @@ class RecordFrame:
     def replaces(self) -> tuple[bytes, ...]:
         """The heads of its branch this record replaces."""
         return self.after if self.flags & _EXPLICIT_AFTER else self.parents
+
+    @property
+    def redacted(self) -> bool:
+        return bool(self.flags & REDACTED)
+
+    def skeleton(self, seal: bytes) -> RecordFrame:
+        """This record erased: flag REDACTED, the skeleton seal in place of the sealed entry."""
+        return RecordFrame(
+            self.op, self.hlc, self.wire_id, self.parents, self.branch_id, self.path_hash, self.sealed_sid, seal,
+            self.flags | REDACTED, self.after, self.head_tag,
+        )
 
     def head(self) -> bytes:
         """The clear fields as encoded: what ``head_tag`` authenticates."""
@@ -284,13 +302,81 @@ class AckFrame:
         return cls(_split(body, start, count))
 
 
-Frame = RecordFrame | BranchFrame | ReinforceFrame | AckFrame
+@dataclass(frozen=True, slots=True)
+class RedactionFrame:
+    """Records erased for good: each named with the skeleton seal its frame will hold.
+
+    ``erased`` pairs a record's wire id with its skeleton seal; the sealed body (who purged what,
+    why, when) is bound to every pair by its AAD (docs/design.md, "Redaction skeletons").
+    """
+
+    hlc: int
+    erased: tuple[tuple[bytes, bytes], ...]  # (wire id, skeleton seal)
+    sealed_body: bytes
+    flags: int = Flag.NONE
+
+    _HEAD = struct.Struct(">BBQI")
+    _PAIR = struct.Struct(">32sH")
+    _TAIL = struct.Struct(">I")
+
+    @property
+    def at(self) -> float:
+        return self.hlc / 1e6
+
+    @property
+    def event_id(self) -> bytes:
+        return hashlib.sha256(self.sealed_body).digest()
+
+    @property
+    def wire_ids(self) -> tuple[bytes, ...]:
+        return tuple(wire for wire, _ in self.erased)
+
+    def erased_digest(self) -> bytes:
+        """What the sealed body's AAD binds: every (wire id, sha256(seal)) pair, in order."""
+        digest = hashlib.sha256()
+        for wire, seal in self.erased:
+            digest.update(wire)
+            digest.update(hashlib.sha256(seal).digest())
+        return digest.digest()
+
+    def encode(self) -> bytes:
+        if not 0 < len(self.erased) <= MAX_ERASED:
+            raise ValueError(f"a redaction frame erases 1 to {MAX_ERASED} records")
+        parts = [self._HEAD.pack(Kind.REDACTION, self.flags, self.hlc, len(self.erased))]
+        for wire, seal in self.erased:
+            if len(wire) != ID_LEN or len(seal) > 0xFFFF:
+                raise ValueError("a redaction pair is a 32-byte wire id and a skeleton seal under 64 KiB")
+            parts += [self._PAIR.pack(wire, len(seal)), seal]
+        parts += [self._TAIL.pack(len(self.sealed_body)), self.sealed_body]
+        return b"".join(parts)
+
+    @classmethod
+    def decode(cls, body: bytes) -> RedactionFrame:
+        _, flags, hlc, count = cls._HEAD.unpack_from(body)
+        if not 0 < count <= MAX_ERASED:
+            raise ValueError("a redaction frame erases 1 to MAX_ERASED records")
+        at = cls._HEAD.size
+        erased = []
+        for _ in range(count):
+            wire, length = cls._PAIR.unpack_from(body, at)
+            at += cls._PAIR.size
+            erased.append((wire, bytes(body[at : at + length])))
+            at += length
+        (length,) = cls._TAIL.unpack_from(body, at)
+        at += cls._TAIL.size
+        if at + length != len(body):
+            raise ValueError("redaction frame length mismatch")
+        return cls(hlc, tuple(erased), bytes(body[at:]), _flags(flags))
+
+
+Frame = RecordFrame | BranchFrame | ReinforceFrame | AckFrame | RedactionFrame
 
 _DECODERS: dict[Kind, Callable[[bytes], Frame]] = {
     Kind.RECORD: RecordFrame.decode,
     Kind.BRANCH: BranchFrame.decode,
     Kind.REINFORCE: ReinforceFrame.decode,
     Kind.ACK: AckFrame.decode,
+    Kind.REDACTION: RedactionFrame.decode,
 }
 
 

@@ -13,10 +13,10 @@ from dataclasses import dataclass
 from typing import Any, Literal
 
 from .errors import InvalidInputError
-from .frames import Flag
+from .frames import MAX_ERASED, Flag
 
-ItemKind = Literal["record", "branch", "reinforce"]
-KINDS: tuple[str, ...] = ("record", "branch", "reinforce")
+ItemKind = Literal["record", "branch", "reinforce", "redaction"]
+KINDS: tuple[str, ...] = ("record", "branch", "reinforce", "redaction")
 
 
 @dataclass(frozen=True, slots=True)
@@ -34,6 +34,8 @@ class WireItem:
     flags: int = 0
     after: tuple[str, ...] = ()  # the heads of its branch it replaces, when they are not its parents
     parents: tuple[str, ...] = ()  # a format-3 record's parents, all of them (``parent`` is the first)
+    #: A redaction's erased records: (wire id, skeleton seal) pairs (docs/design.md, "Redaction skeletons").
+    erased: tuple[tuple[str, bytes], ...] = ()
 
     def to_json(self) -> dict[str, Any]:
         extra: dict[str, Any] = {} if self.flags & Flag.LEGACY else {
@@ -42,6 +44,8 @@ class WireItem:
             "after": list(self.after),
             "parents": list(self.parents),
         }
+        if self.kind == "redaction":
+            extra["erased"] = [[wire, base64.b64encode(seal).decode("ascii")] for wire, seal in self.erased]
         return extra | {
             "kind": self.kind,
             "id": self.id,
@@ -69,6 +73,7 @@ class WireItem:
                 float(data["created_at"]),
                 str(data.get("reason", "")),
                 *_format_3(data),
+                _erased(data),
             )
             for name in ("id", "parent", "branch", "path_hash"):
                 bytes.fromhex(getattr(item, name))
@@ -80,6 +85,27 @@ class WireItem:
         except (KeyError, TypeError, ValueError) as exc:
             raise InvalidInputError(f"not a sovseal wire item ({exc}): {ascii(data)[:200]}") from None
         return item
+
+
+def _erased(data: Any) -> tuple[tuple[str, bytes], ...]:
+    """A redaction's (wire id, skeleton seal) pairs; only a redaction has any, and it has at least one."""
+    if data["kind"] != "redaction":
+        if "erased" in data:
+            raise ValueError("only a redaction erases records")
+        return ()
+    if data.get("format") != 3:
+        raise ValueError("a redaction is a format-3 item")
+    pairs = data.get("erased")
+    if not isinstance(pairs, list) or not 0 < len(pairs) <= MAX_ERASED:
+        raise ValueError(f"a redaction erases 1 to {MAX_ERASED} records")
+    out = []
+    for pair in pairs:
+        if not (isinstance(pair, list) and len(pair) == 2 and all(isinstance(v, str) for v in pair)):
+            raise ValueError("an erased record is [wire id, skeleton seal]")
+        if len(bytes.fromhex(pair[0])) != 32:
+            raise ValueError("an erased wire id is 32 bytes")
+        out.append((pair[0], base64.b64decode(pair[1], validate=True)))
+    return tuple(out)
 
 
 def _format_3(data: Any) -> tuple[int, tuple[str, ...], tuple[str, ...]]:
