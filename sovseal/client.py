@@ -8,7 +8,9 @@ is written, so bad input raises a typed error and leaves the store as it was.
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import itertools
+import json
 import os
 import threading
 from collections import defaultdict
@@ -17,11 +19,11 @@ from datetime import UTC, datetime
 from typing import TYPE_CHECKING, Any
 
 from .entries import Entry, make_entry, memory_text
-from .errors import EmbedderMismatchError, IntegrityError, InvalidInputError, StoreClosedError
+from .errors import EmbedderMismatchError, IntegrityError, InvalidInputError, StorageError, StoreClosedError, UnknownPathError
 from .frames import Op
 from .keys import coerce_key, load_master_key
 from .paths import store_dir, store_exists
-from .models import Conflict, LogEntry, Memory, Status, StoreResult, VerifyReport, Version
+from .models import Conflict, LogEntry, Memory, PurgeResult, Status, StoreResult, VerifyReport, Version
 from .replication import DEFAULT_MAX_OUTBOX_BYTES, ReplicatedStatus, ReplicationConfig
 from .replication import start as start_replication
 from .replication.periodic import ENV_SYNC_INTERVAL, PeriodicPull
@@ -33,7 +35,9 @@ if TYPE_CHECKING:  # numpy, the index (pyarrow, LanceDB) and recall load on firs
 
     import numpy as np
 
+    from .compaction import CompactionReport
     from .index import VectorIndex
+    from .lineage import Lineage
     from .recall import RecallEngine, RecallParams
     from .recall.filters import Filter
     from .replication.restore import PullResult
@@ -216,6 +220,11 @@ class Sovseal:
             self._store.checkpoint_if_due(CHECKPOINT_ON_CLOSE)  # the lineage alone: nothing recalled here
         with self._shared.lock:
             if self._shared.index is not None:
+                # What another process erased meanwhile stays out of the snapshot (a journal that is
+                # gone has nothing more to say).
+                if not self._store.closed:
+                    with contextlib.suppress(StorageError), self._store.reading() as lineage:
+                        self._shared.index.forget(lineage.erased)
                 self._shared.index.close()
         self._store.close()
 
@@ -611,6 +620,10 @@ class Sovseal:
         out: list[LogEntry] = []
         with self._store.reading() as lineage:
             for node in itertools.islice(lineage.history(self._store.branch(self.branch).heads.values()), limit):
+                if node.redacted:
+                    sid, parent = self._store.sid_of(node.idx), self._store.parent_id(node.idx)
+                    out.append(LogEntry(sid, parent, node.seq, "erased", "", _dt(node.created_at)))
+                    continue
                 opened = self._store.open(node.idx)
                 out.append(
                     LogEntry(
@@ -717,29 +730,137 @@ class Sovseal:
                 if shared.recaller is None:
                     from .recall import RecallEngine
 
-                    shared.recaller = RecallEngine(self._store, self._embed, self._vector_index)
+                    shared.recaller = RecallEngine(self._store, self._embed, self._vector_index, forget_vectors=self._forget_vectors)
         return shared.recaller
 
     def _index_missing(self, index: VectorIndex, nodes: set[int]) -> None:
         """Embed records the index lacks (stored by another process, pulled, or lost in a crash)."""
         self._recall_engine().embed_missing(index, sorted(nodes))
 
+    # -- erasure (docs/design.md, "Redaction skeletons" and "Compaction") ------------------------
+
+    def purge(self, path: str | None = None, *, prefix: str | None = None, reason: str = "", compact: bool = True) -> PurgeResult:
+        """Erase every version of ``path`` (or of every path under ``prefix``) on every branch, for good.
+
+        Unlike :meth:`delete`, which appends a tombstone and keeps the history, a purge makes the
+        content unrecoverable, to the key holder too: the journal is rewritten with each erased
+        record as a skeleton (``compact=False`` defers that to :meth:`compact`, or to the automatic
+        threshold), and its vectors, keyword postings and catalogue entries are removed. The
+        lineage stays verifiable; :meth:`log` lists the erased snapshots and :meth:`verify` checks
+        them. With replication the purge is sent to the server, which drops the sealed bodies, and
+        every other device erases them on its next pull. UnknownPathError when nothing is there.
+        """
+        self._check_open()
+        if (path is None) == (prefix is None):
+            raise InvalidInputError("purge needs a path, or prefix=..., not both")
+        if not isinstance(reason, str):
+            raise InvalidInputError(f"reason must be a str, got {type(reason).__name__}")
+        select: Callable[[Lineage], list[int]]
+        if prefix is not None:
+            if not isinstance(prefix, str) or not prefix:
+                raise InvalidInputError("prefix must be a non-empty string; to erase everything, delete the store's directory")
+            engine = self._recall_engine()
+
+            def select(lineage: Lineage) -> list[int]:
+                engine.sync(lineage)  # every record catalogued, those other processes wrote too
+                return lineage.nodes.with_paths({self._store.path_hash(p) for p in engine.catalog.paths_under(prefix)})
+
+            description = {"prefix": prefix}
+            what = f"no path under {prefix!r}"
+        else:
+            checked = make_entry("store", path).path
+            wanted = self._store.path_hash(checked)
+
+            def select(lineage: Lineage) -> list[int]:
+                return lineage.nodes.with_paths({wanted})
+
+            description = {"path": checked}
+            what = f"no version of {checked!r}"
+        with self._store.reading() as lineage:
+            already = any(lineage.nodes[idx].redacted for idx in select(lineage))
+        erased = self._store.purge(select, {**description, "reason": reason})
+        if not erased and not already:
+            raise UnknownPathError(f"{what} exists on any branch; nothing was purged")
+        compacted = compact or self._compaction_due()
+        reclaimed = self.compact().reclaimed if compacted else 0
+        if not compacted:
+            self._forget_erased()
+        return PurgeResult(erased, compacted, reclaimed)
+
+    def compact(self) -> CompactionReport:
+        """Rewrite the journal without erased content, and drop what else held it (sovseal.compaction).
+
+        Other processes keep reading and writing meanwhile; they wait for the writer lock only while
+        the new journal takes the old one's place.
+        """
+        self._check_open()
+        from .compaction import compact
+
+        report = compact(self._store)
+        self._forget_erased()
+        engine = self._shared.recaller
+        if engine is not None:
+            engine.checkpoint_if_due(CHECKPOINT_ON_CLOSE, catalog=True)
+        else:
+            self._store.checkpoint_if_due(CHECKPOINT_ON_CLOSE)
+        return report
+
+    def _forget_vectors(self, nodes: list[int]) -> None:
+        """The recall engine saw records erased (here or by another process): out of the matrix too."""
+        index = self._shared.index
+        if index is not None:
+            index.forget(nodes)
+
+    def _compaction_due(self) -> bool:
+        from .compaction import due
+
+        return due(self._store)
+
+    def _forget_erased(self) -> None:
+        """Drop erased records from the recall catalog, the keyword index and the vector index (on disk too)."""
+        with self._store.reading() as lineage:
+            erased = list(lineage.erased)
+            engine = self._shared.recaller
+            if engine is not None:
+                engine.forget_erased(lineage)
+        if not erased or self._store.read_only:
+            return
+        index = self._shared.index
+        if index is not None:
+            index.erase(erased)
+            return
+        directory = self.path / "index"
+        recorded = directory / "model.json"
+        if recorded.exists():  # the vectors on disk go whatever model made them, and this process need not load one
+            from .index import VectorIndex
+
+            other = VectorIndex(directory, int(json.loads(recorded.read_text())["dim"]))
+            try:
+                other.erase(erased)
+            finally:
+                other.close()
+
     def verify(self, *, progress: Callable[[int, int], None] | None = None) -> VerifyReport:
         """Open every record and re-derive every snapshot id; ``progress(done, total)`` as it goes."""
         self._check_open()
         problems: list[str] = []
+        erased = 0
         with self._store.reading() as lineage:
             problems.extend(f"journal byte {d.offset}: {d.reason}" for d in lineage.damage)
             total = len(lineage.nodes)
             for done, node in enumerate(lineage.nodes, 1):
                 try:
-                    self._store.open(node.idx)
+                    if node.redacted:
+                        self._store.erasure(node.idx)
+                        erased += 1
+                    else:
+                        self._store.open(node.idx)
                 except IntegrityError as exc:
                     problems.append(str(exc))
                 if progress is not None and (done % 256 == 0 or done == total):
                     progress(done, total)
             branches = len(lineage.branches)
-        return VerifyReport(not problems, total, branches, problems, list(self._store.repairs))
+        return VerifyReport(not problems, total, branches, problems, list(self._store.repairs), erased)
 
     def heads(self) -> dict[str, str | None]:
         """Every branch and its HEAD snapshot id (None for a branch with no snapshot yet)."""
@@ -846,7 +967,9 @@ class Sovseal:
         with self._store.reading() as lineage:
             found = lineage.conflicts(self._store.branch(name))
             for writes in found.values():
-                opened = [self._store.open(idx) for idx in writes]
+                opened = [self._store.open(idx) for idx in writes if not lineage.nodes[idx].redacted]
+                if not opened:
+                    continue
                 versions = [
                     Version(o.snapshot_id, None if o.entry.op == "delete" else o.entry.payload, o.entry.op == "delete", _dt(o.node.created_at))
                     for o in opened

@@ -46,6 +46,17 @@ class IntegrityError(SovsealError):
     """
 
 
+class ErasedError(SovsealError):
+    """The record was erased by a purge: its content is gone for good (docs/design.md, "Redaction skeletons")."""
+
+
+class UnknownPathError(InvalidInputError, KeyError):
+    """No version of the path exists on any branch: nothing to purge."""
+
+    def __str__(self) -> str:  # KeyError would repr() the message
+        return str(self.args[0]) if self.args else ""
+
+
 class HeadMovedError(SovsealError):
     """``store(..., if_heads=...)`` found a branch's HEAD elsewhere: another writer appended to the
     branch or moved it since the caller read it. Nothing was stored; read the branch again and retry.

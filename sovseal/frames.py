@@ -74,7 +74,7 @@ _EXPLICIT_AFTER = int(Flag.EXPLICIT_AFTER)
 LEGACY = int(Flag.LEGACY)
 REDACTED = int(Flag.REDACTED)
 #: The most records one redaction frame erases (a larger purge writes several frames).
-MAX_ERASED = 2_000
+MAX_ERASED = 800
 
 
 def _flags(value: int) -> int:

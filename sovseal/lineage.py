@@ -13,7 +13,7 @@ from collections.abc import Iterable, Iterator
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
-from .frames import ID_LEN, NO_ID, AckFrame, BranchFrame, Flag, Frame, Op, RecordFrame, ReinforceFrame
+from .frames import ID_LEN, NO_ID, AckFrame, BranchFrame, Flag, Frame, Op, RecordFrame, RedactionFrame, ReinforceFrame
 
 
 @dataclass(slots=True)
@@ -35,6 +35,9 @@ class Node:
     more_parents: tuple[int, ...] = ()  # a merge's parents after the first (shared empty tuple otherwise)
     reinforce_count: int = 0
     last_reinforced: float | None = None
+    #: Erased by a redaction (docs/design.md, "Redaction skeletons"): it reads as a delete of its
+    #: path, and its frame is, or will be after compaction, a skeleton.
+    redacted: bool = False
 
     @property
     def created_at(self) -> float:
@@ -80,7 +83,7 @@ class Branch:
         return len(self.heads) <= 1
 
 
-_KIND_NAMES = {BranchFrame: "branch", ReinforceFrame: "reinforcement", AckFrame: "ack"}
+_KIND_NAMES = {BranchFrame: "branch", ReinforceFrame: "reinforcement", AckFrame: "ack", RedactionFrame: "redaction"}
 
 
 @dataclass(slots=True)
@@ -136,6 +139,17 @@ class NodeTable:
     def append(self, node: Node) -> None:
         self._tail.append(node)
 
+    def with_paths(self, path_hashes: set[bytes]) -> list[int]:
+        """Every node that writes one of the paths ``path_hashes`` (keyed), in node order.
+
+        A checkpoint's nodes are matched on their packed column, without making Node objects.
+        """
+        found: list[int] = []
+        if self._base and path_hashes:
+            column = self._columns["n.path"].tobytes()
+            found = [i for i in range(self._base) if column[i * ID_LEN : (i + 1) * ID_LEN] in path_hashes]
+        return found + [n.idx for n in self._tail if n.path_hash in path_hashes]
+
     def _make(self, idx: int) -> Node:
         c = self._columns  # numpy arrays: only a restored table has any
         start, end = int(c["n.mp_ends"][idx - 1]) if idx else 0, int(c["n.mp_ends"][idx])
@@ -157,6 +171,7 @@ class NodeTable:
             more_parents=tuple(c["n.mp"][start:end].tolist()) if end > start else (),
             reinforce_count=int(c["n.rcount"][idx]),
             last_reinforced=None if last != last else last,
+            redacted=bool(c["n.redacted"][idx]) if "n.redacted" in c else False,
         )
 
     def columns(self, branch_index: dict[bytes, int]) -> dict[str, np.ndarray]:
@@ -170,8 +185,9 @@ class NodeTable:
         base = self._base
         if base:
             hlc, rcount, rlast = c["n.hlc"].copy(), c["n.rcount"].copy(), c["n.rlast"].copy()
+            redacted = c["n.redacted"].copy() if "n.redacted" in c else np.zeros(base, dtype=bool)
             for idx, node in self._made.items():
-                hlc[idx], rcount[idx] = node.hlc, node.reinforce_count
+                hlc[idx], rcount[idx], redacted[idx] = node.hlc, node.reinforce_count, node.redacted
                 rlast[idx] = np.nan if node.last_reinforced is None else node.last_reinforced
         tail = self._tail
         more = [n.more_parents for n in tail]
@@ -187,6 +203,7 @@ class NodeTable:
             "n.size": np.array([n.size for n in tail], dtype=np.int64),
             "n.seq": np.array([n.seq for n in tail], dtype=np.int64),
             "n.authentic": np.array([n.authentic for n in tail], dtype=bool),
+            "n.redacted": np.array([n.redacted for n in tail], dtype=bool),
             "n.mp": np.array([p for m in more for p in m], dtype=np.int64),
             "n.mp_ends": np.cumsum([len(m) for m in more], dtype=np.int64),
             "n.rcount": np.array([n.reinforce_count for n in tail], dtype=np.int64),
@@ -211,6 +228,7 @@ class NodeTable:
             "n.size": np.concatenate([c["n.size"], tail_columns["n.size"]]),
             "n.seq": np.concatenate([c["n.seq"], tail_columns["n.seq"]]),
             "n.authentic": np.concatenate([c["n.authentic"], tail_columns["n.authentic"]]),
+            "n.redacted": np.concatenate([redacted, tail_columns["n.redacted"]]),
             "n.mp": np.concatenate([c["n.mp"], tail_columns["n.mp"]]),
             "n.mp_ends": np.concatenate([c["n.mp_ends"], tail_columns["n.mp_ends"] + mp_size]),
             "n.rcount": np.concatenate([rcount, tail_columns["n.rcount"]]),
@@ -366,6 +384,13 @@ class Lineage:
     #: Snapshots held in more than one version: wire id -> sha256 of each later version's sealed entry.
     versions: dict[bytes, set[bytes]] = field(default_factory=dict)
     epoch: int = 0  # raised when a node's clock moves (an earlier version arrived): orderings are stale
+    #: Erased records: wire id -> (offset, size) of the redaction frame that names it (the frame
+    #: holds its skeleton seal). A skeleton that arrived without its redaction is not listed.
+    redactions: dict[bytes, tuple[int, int]] = field(default_factory=dict)
+    #: Every redacted node, in the order it was erased: what the recall engine still has to drop.
+    erased: list[int] = field(default_factory=list)
+    #: Frame bytes of redacted records whose frame still holds the sealed entry (compaction's due).
+    uncompacted: int = 0
 
     def apply(self, frame: Frame, offset: int, size: int, authentic: bool, *, placed: bool = False) -> None:
         """Replay one frame. Damaged frames are still applied where that makes reads fail closed.
@@ -383,7 +408,7 @@ class Lineage:
             if not isinstance(frame, AckFrame):
                 self.sync_seals += 1
             self.unattributed(offset, f"a {_KIND_NAMES[type(frame)]} frame failed authentication")
-        elif isinstance(frame, (BranchFrame, ReinforceFrame)) and frame.event_id in self.events:
+        elif isinstance(frame, (BranchFrame, ReinforceFrame, RedactionFrame)) and frame.event_id in self.events:
             # Every event seals with a fresh nonce, so an event id seen twice is an old frame
             # appended again (to roll a HEAD back, or inflate a reinforcement): never applied.
             self.damage.append(Damage(offset, "a branch or reinforcement event repeats an earlier one (replayed)"))
@@ -401,6 +426,17 @@ class Lineage:
             node = self.nodes[idx]
             node.reinforce_count += 1
             node.last_reinforced = frame.at if node.last_reinforced is None else max(node.last_reinforced, frame.at)
+            self.events.add(frame.event_id)
+            self._enqueue(frame.event_id, offset, size)
+        elif isinstance(frame, RedactionFrame):
+            self.sync_seals += 1 + len(frame.erased)
+            for wire in frame.wire_ids:
+                idx = self.by_wire.get(wire)
+                if idx is None:  # a store erases only what it holds, and imports wait for the records
+                    self.damage.append(Damage(offset, "a redaction names a snapshot that does not exist"))
+                    continue
+                self.redactions[wire] = (offset, size)
+                self.redact(idx)
             self.events.add(frame.event_id)
             self._enqueue(frame.event_id, offset, size)
         elif isinstance(frame, AckFrame):
@@ -422,6 +458,23 @@ class Lineage:
         for branch in self.branches.values():
             branch.authentic = False
 
+    def redact(self, idx: int, *, skeleton: bool = False) -> None:
+        """Mark a record erased: from now on it reads as a delete of its path on every branch.
+
+        ``skeleton``: its frame already is a skeleton (nothing left to compact).
+        """
+        node = self.nodes[idx]
+        if node.redacted:
+            return
+        node.redacted = True
+        self.erased.append(idx)
+        if not skeleton:
+            self.uncompacted += node.size
+        for branch in self.branches.values():
+            view = self._materialized(branch)
+            if view is not None and view.get(node.path_hash) == idx:
+                del view[node.path_hash]
+
     def _enqueue(self, item: bytes, offset: int, size: int) -> None:
         if self.pending.add(item, (offset, size)):
             self.outbox_bytes += size
@@ -438,6 +491,9 @@ class Lineage:
                 return
             self.damage.append(Damage(offset, "a record frame failed authentication"))
         if frame.wire_id in self.by_wire:
+            if authentic and frame.flags & Flag.REDACTED:  # the skeleton of a record held here
+                self.redact(self.by_wire[frame.wire_id], skeleton=True)
+                return
             if not authentic or frame.flags & Flag.LEGACY:
                 self.damage.append(Damage(offset, "a record frame repeats an existing snapshot"))
                 return
@@ -468,8 +524,11 @@ class Lineage:
             sealed_sid=frame.sealed_sid,
             authentic=authentic,
             more_parents=tuple(parents[1:]),
+            redacted=bool(frame.flags & Flag.REDACTED),
         )
         self.nodes.append(node)
+        if node.redacted:
+            self.erased.append(node.idx)
         self.by_wire[frame.wire_id] = node.idx
         self._enqueue(frame.wire_id, offset, size)
         self._add_item(branch, frame.wire_id, node.idx, frame.replaces)
@@ -529,7 +588,7 @@ class Lineage:
         view = self._materialized(branch)
         if view is not None and heads == {item: target} and node is not None and previous is not None and node.parents == ((previous,) if previous >= 0 else ()):
             # A record on the only head: the view gains its write (its clock is the newest).
-            if node.op is Op.DELETE and node.authentic:
+            if (node.op is Op.DELETE or node.redacted) and node.authentic:
                 view.pop(node.path_hash, None)
             else:
                 view[node.path_hash] = target
@@ -621,7 +680,7 @@ class Lineage:
                 if node.path_hash in seen:
                     continue
                 seen.add(node.path_hash)
-                if node.op is Op.STORE or not node.authentic:
+                if not node.authentic or (node.op is Op.STORE and not node.redacted):
                     view[node.path_hash] = node.idx
             branch._view = view
         return branch._view
@@ -709,6 +768,9 @@ class Lineage:
             "max_hlc": self.max_hlc,
             "versions": {k.hex(): sorted(v.hex() for v in vs) for k, vs in self.versions.items()},
             "epoch": self.epoch,
+            "redactions": {k.hex(): list(v) for k, v in self.redactions.items()},
+            "erased": self.erased,
+            "uncompacted": self.uncompacted,
         }
         arrays["l.meta"] = np.frombuffer(json.dumps(meta).encode(), dtype=np.uint8)
         return arrays
@@ -743,6 +805,9 @@ class Lineage:
         lineage.outbox_bytes, lineage.unattributed_damage = meta["outbox_bytes"], meta["unattributed_damage"]
         lineage.max_hlc, lineage.epoch = meta["max_hlc"], meta["epoch"]
         lineage.versions = {bytes.fromhex(k): {bytes.fromhex(v) for v in vs} for k, vs in meta["versions"].items()}
+        lineage.redactions = {bytes.fromhex(k): (v[0], v[1]) for k, v in meta.get("redactions", {}).items()}
+        lineage.erased = list(meta.get("erased", []))
+        lineage.uncompacted = int(meta.get("uncompacted", 0))
         return lineage
 
 

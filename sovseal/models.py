@@ -33,7 +33,7 @@ class LogEntry:
     snapshot_id: str
     parent_id: str | None
     seq: int  # position on the branch the snapshot was appended to
-    op: str  # "store" or "delete"
+    op: str  # "store" or "delete"; "erased" for a record a purge erased (its path is gone with it)
     path: str
     created_at: datetime
 
@@ -72,6 +72,17 @@ class VerifyReport:
     #: What recovery did when this handle opened the store (a torn tail cut, a migration): not a
     #: problem, but a verify run as the first opener must not hide it behind a bare "ok".
     repairs: list[str] = field(default_factory=list)
+    #: Records erased by a purge: each checked as a skeleton named by an authentic redaction.
+    erased: int = 0
+
+
+@dataclass(frozen=True, slots=True)
+class PurgeResult:
+    """What a purge erased, and (when it compacted) what the rewrite of the journal reclaimed."""
+
+    erased: list[str]  # the snapshot ids erased, on every branch
+    compacted: bool  # the journal was rewritten: no sealed entry of them is left in it
+    bytes_reclaimed: int = 0
 
 
 @dataclass(frozen=True, slots=True)

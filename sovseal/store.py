@@ -32,6 +32,7 @@ from .crypto import LEGACY_FORMAT_VERSION, IdKey, Sealer, derive_subkeys, keyed_
 from .durable import atomic_write, fsync_dir, make_dirs
 from .entries import Entry, snapshot_id
 from .errors import (
+    ErasedError,
     HeadMovedError,
     IntegrityError,
     InvalidInputError,
@@ -56,6 +57,7 @@ _LOCK = "LOCK"
 _ID_CACHE = 65_536
 _META = "store.json"
 _MIGRATING = "journal.migrating"
+_COMPACTING = "journal.compacting"  # + ".<pid>.<token>.tmp": sovseal.compaction's new journal
 CHECKPOINT = Path("state") / "checkpoint"
 #: What the checkpoint's arrays are (lineage, catalog, keyword index); raised when they change, so
 #: a checkpoint written by another version is replaced, never misread.
@@ -336,6 +338,7 @@ class LocalStore:
             return
         if not self.read_only:
             _remove_stale(self.directory / CHECKPOINT)
+            _remove_stale(self.directory / _COMPACTING)
         if not (self.directory / CHECKPOINT).is_file():
             return  # a small store has none: nothing heavy (numpy) is imported to find that out
         from . import checkpoint as cp
@@ -671,6 +674,13 @@ class LocalStore:
             self._sids[idx] = sid
         return sid
 
+    def parent_id(self, idx: int) -> str | None:
+        """The parent part of a node's snapshot id: its parent's id, several joined, None for a genesis."""
+        node = self._lineage.nodes[idx]
+        if node.parent < 0:
+            return None
+        return self.sid_of(node.parent) if not node.more_parents else parent_ids(self.sid_of(p) for p in node.parents)
+
     def order(self, idx: int) -> tuple[int, bytes]:
         """How heads and competing writes are ordered, newest last: (clock, wire id)."""
         return self._lineage.order(idx)
@@ -710,7 +720,16 @@ class LocalStore:
         return body
 
     def open(self, idx: int) -> Opened:
-        """Decrypt one record and re-derive its snapshot id; anything off raises IntegrityError."""
+        """Decrypt one record and re-derive its snapshot id; anything off raises IntegrityError.
+
+        An erased record raises ErasedError: its content is gone (or about to be, at compaction).
+        """
+        node = self._lineage.nodes[idx]
+        if node.redacted:
+            raise ErasedError(f"snapshot {self.sid_of(idx)} was erased by a purge; its content is gone for good")
+        return self._open(idx)
+
+    def _open(self, idx: int) -> Opened:
         node = self._lineage.nodes[idx]
         where = f"the record at journal byte {node.offset}"
         frame = self.decode(self.recheck(idx))
@@ -719,7 +738,7 @@ class LocalStore:
         if frame.hlc == fr.UNKNOWN_HLC:
             raise IntegrityError(f"{where} has a time that is not a plausible unix time (it came so from a server); run verify()")
         canonical = self._unseal(frame.sealed_entry, self._record_aad(frame), frame.flags)
-        parent_id = (self.sid_of(node.parent) if not node.more_parents else parent_ids(self.sid_of(p) for p in node.parents)) if node.parent >= 0 else None
+        parent_id = self.parent_id(idx)
         sid = snapshot_id(canonical, parent_id or "")
         if self.wire_id(sid) != node.wire_id or self.sid_of(idx) != sid:
             raise IntegrityError(f"{where} does not re-derive its snapshot id; run verify()")
@@ -909,6 +928,143 @@ class LocalStore:
             idx = self.resolve(sid)
             self._append([self._branch_frame(fr.BranchReason.ROLLBACK, name, idx)])
 
+    # -- the journal file, for compaction (sovseal.compaction) -------------------------------
+
+    @property
+    def journal_path(self) -> Path:
+        return self._journal.path
+
+    @property
+    def journal_key(self) -> bytes:
+        return self._journal_key
+
+    def journal_size(self) -> int:
+        return self._journal.size()
+
+    def writing(self) -> Exclusive:
+        """``with``: hold the writer lock, caught up with every other writer."""
+        return self._writing()
+
+    def check_compactable(self) -> None:
+        """StorageError unless the journal can be rewritten: writable, current format, no damage."""
+        with self.writing():
+            if self._journal.format != FORMAT:
+                raise StorageError("the journal is in an older format with damage and was not migrated; it cannot be compacted")
+            if self._lineage.damage:
+                raise StorageError(
+                    f"the journal {self._journal.path} has damage; compaction never rewrites it. Run `sovseal verify`, then "
+                    "restore the store from a replica or backup"
+                )
+
+    def replace_journal(self, new: Path) -> None:
+        """Put a rewritten journal in place of this one (the caller holds the writer lock).
+
+        The checkpoint goes first (it names the old journal and may hold erased paths), then the
+        rename and the directory fsync; this handle then reads the new journal from its start.
+        """
+        (self.directory / CHECKPOINT).unlink(missing_ok=True)
+        self.checkpointed, self.checkpoint_has_catalog = 0, False
+        os.replace(new, self._journal.path)
+        fsync_dir(self.directory)
+        self._reopen_journal()
+        self._catch_up(owner=True)
+
+    # -- erasure (docs/design.md, "Redaction skeletons") ------------------------------------
+
+    def _skeleton_aad(self, frame: fr.RecordFrame) -> bytes:
+        """The AAD of a record's skeleton seal: its clear fields with flag REDACTED (format 3 always)."""
+        return record_fields_aad(
+            self._keys.key_id, frame.wire_id, frame.parents, frame.flags | fr.REDACTED, frame.hlc, frame.branch_id, frame.path_hash, frame.after
+        )
+
+    def _redaction_aad(self, frame: fr.RedactionFrame) -> bytes:
+        context = f"{int(frame.flags)}/{frame.hlc}/{frame.erased_digest().hex()}"
+        return record_aad(key_id=self._keys.key_id, wire_id="redaction", parent_wire_id="", context=context)
+
+    def _open_skeleton(self, frame: fr.RecordFrame, seal: bytes) -> dict[str, Any]:
+        """What a skeleton seal holds ({"sid", "op", "redacted"}), checked against the record's wire id."""
+        sealed = loads(unpad(self._sync.open(seal, self._skeleton_aad(frame))))
+        if not isinstance(sealed, dict) or sealed.get("redacted") is not True or self.wire_id(str(sealed.get("sid"))) != frame.wire_id:
+            raise IntegrityError(f"the skeleton of snapshot {frame.wire_id.hex()} does not name its own snapshot; run verify()")
+        return sealed
+
+    def open_redaction(self, where: tuple[int, int]) -> tuple[fr.RedactionFrame, dict[str, Any]]:
+        """The redaction frame at ``where`` (offset, size) and its opened body; IntegrityError if altered."""
+        authentic, body = self._journal.read_frame(*where)
+        if not authentic:
+            raise IntegrityError(f"the redaction at journal byte {where[0]} failed authentication; run verify()")
+        frame = self.decode(body)
+        if not isinstance(frame, fr.RedactionFrame):
+            raise IntegrityError(f"journal byte {where[0]} is not a redaction frame; run verify()")
+        return frame, self._open_redaction_body(frame)
+
+    def _open_redaction_body(self, frame: fr.RedactionFrame) -> dict[str, Any]:
+        body = loads(self._unseal(frame.sealed_body, self._redaction_aad(frame), frame.flags))
+        named = {self.wire_id(str(sid)) for sid in body.get("purged", ())}
+        if named != set(frame.wire_ids) or len(body.get("purged", ())) != len(frame.erased):
+            raise IntegrityError("a redaction does not name exactly the records it erases; it was not applied")
+        return dict(body)
+
+    def _skeleton_of(self, frame: fr.RecordFrame) -> fr.RecordFrame:
+        """The skeleton of an erased record whose frame still holds its content, from its redaction's seal."""
+        redaction, _ = self.open_redaction(self._lineage.redactions[frame.wire_id])
+        return frame.skeleton(dict(redaction.erased)[frame.wire_id])
+
+    def erasure(self, idx: int) -> dict[str, Any]:
+        """Check an erased record end to end and say who erased it: ``{"sid", "op", "at", "reason",
+        "redaction", ...}`` (the redaction's body less its list). IntegrityError if anything is off.
+
+        Its frame is a skeleton whose seal opens under its clear fields and names its snapshot id, or
+        (not compacted yet) a record that still opens; either way an authentic redaction names it.
+        """
+        node = self._lineage.nodes[idx]
+        frame = self.decode(self.recheck(idx))
+        if not isinstance(frame, fr.RecordFrame):
+            raise IntegrityError(f"journal byte {node.offset} is not a record frame; run verify()")
+        sid = self.sid_of(idx)
+        where = self._lineage.redactions.get(node.wire_id)
+        if where is None:
+            raise IntegrityError(f"snapshot {sid} is a skeleton that no redaction names; run verify()")
+        redaction, body = self.open_redaction(where)
+        seal = dict(redaction.erased)[node.wire_id]
+        if frame.redacted:
+            if frame.sealed_entry != seal:
+                raise IntegrityError(f"the skeleton of snapshot {sid} is not the one its redaction made; run verify()")
+            op = self._open_skeleton(frame, seal)["op"]
+        else:
+            op = self._open(idx).entry.op
+        if ("delete" if node.op is fr.Op.DELETE else "store") != op:
+            raise IntegrityError(f"the skeleton of snapshot {sid} does not match its operation; run verify()")
+        body.pop("purged", None)
+        return {"sid": sid, "op": op, "redaction": redaction.event_id.hex(), **body}
+
+    def purge(self, select: Any, description: Mapping[str, Any]) -> list[str]:
+        """Erase records for good: append redaction frames naming them (and their skeleton seals).
+
+        ``select(lineage)`` names the nodes, under the writer lock after catching up (so what another
+        process acknowledged before is included). Returns the snapshot ids erased, [] when every one
+        was already. The content stays in the journal until :func:`sovseal.compaction.compact`.
+        """
+        with self._writing():
+            lineage = self._lineage
+            targets = sorted({idx for idx in select(lineage) if not lineage.nodes[idx].redacted})
+            pairs: list[tuple[str, bytes, bytes]] = []
+            for idx in targets:
+                node = lineage.nodes[idx]
+                frame = self.decode(self.recheck(idx))
+                if not isinstance(frame, fr.RecordFrame):
+                    raise IntegrityError(f"journal byte {node.offset} is not a record frame; run verify()")
+                sid = self.sid_of(idx)
+                op = "delete" if node.op is fr.Op.DELETE else "store"
+                seal = self._seal(canonicalize({"sid": sid, "op": op, "redacted": True}), self._skeleton_aad(frame))
+                pairs.append((sid, node.wire_id, seal))
+            for start in range(0, len(pairs), fr.MAX_ERASED):
+                chunk = pairs[start : start + fr.MAX_ERASED]
+                frame = fr.RedactionFrame(self._tick(), tuple((wire, seal) for _, wire, seal in chunk), b"")
+                body = canonicalize({**description, "purged": [sid for sid, _, _ in chunk], "at": frame.at})
+                self._append([dataclasses.replace(frame, sealed_body=self._seal(body, self._redaction_aad(frame)))])
+            return [sid for sid, _, _ in pairs]
+
     # -- replication: the outbox out, acks in, items from another device in ----------------
 
     def outbox(self, limit: int) -> list[WireItem]:
@@ -936,6 +1092,20 @@ class LocalStore:
             return out
 
     def _to_wire(self, frame: fr.Frame) -> WireItem:
+        if isinstance(frame, fr.RecordFrame) and not frame.redacted and frame.wire_id in self._lineage.redactions:
+            frame = self._skeleton_of(frame)  # erased, not compacted yet: its content never leaves again
+        if isinstance(frame, fr.RedactionFrame):
+            return WireItem(
+                "redaction",
+                frame.event_id.hex(),
+                "",
+                "",
+                "",
+                frame.sealed_body,
+                frame.at,
+                flags=int(frame.flags),
+                erased=tuple((wire.hex(), seal) for wire, seal in frame.erased),
+            )
         if isinstance(frame, fr.RecordFrame):
             return WireItem(
                 "record",
@@ -1018,8 +1188,13 @@ class LocalStore:
         flags = fr.Flag(item.flags)
         hlc = _legacy_clock(item) if flags & fr.LEGACY else _clock(item)
         after = tuple(bytes.fromhex(a) for a in item.after)
+        if item.kind == "redaction":
+            return self._redaction_from_wire(item, ident, hlc, flags)
         if item.kind == "record":
-            if ident in lineage.by_wire and (flags & fr.LEGACY or self._holds_version(ident, item.sealed)):
+            held = lineage.by_wire.get(ident)
+            if held is not None and (lineage.nodes[held].redacted or flags & fr.REDACTED):
+                return None  # erased here (never resurrected), or a skeleton of a record whose redaction follows
+            if held is not None and (flags & fr.LEGACY or self._holds_version(ident, item.sealed)):
                 return None
             parents = tuple(bytes.fromhex(p) for p in item.parents or ((item.parent,) if item.parent else ()))
             if parents[:1] != ((bytes.fromhex(item.parent),) if item.parent else ()):
@@ -1033,6 +1208,13 @@ class LocalStore:
             elif hlc <= above:
                 raise IntegrityError(f"replicated record {item.id} is not later than its parents; it was not imported")
             frame = fr.RecordFrame(fr.Op.STORE, hlc, ident, parents, branch_id, path_hash, b"", item.sealed, flags, after)
+            if flags & fr.REDACTED:  # a skeleton: its seal authenticates its clear fields and names its snapshot
+                if flags & fr.LEGACY:
+                    raise IntegrityError(f"replicated record {item.id} is a skeleton in the format-2 layout; it was not imported")
+                skeleton = self._open_skeleton(frame, item.sealed)
+                op = fr.Op.DELETE if skeleton["op"] == "delete" else fr.Op.STORE
+                sealed_sid = self._rest.seal(str(skeleton["sid"]).encode("ascii"), b"sid:" + ident)
+                return dataclasses.replace(frame, op=op, sealed_sid=sealed_sid)
             canonical = self._unseal(item.sealed, self._record_aad(frame), flags)
             sid = snapshot_id(canonical, parent_ids(self.sid_of(lineage.by_wire[p]) for p in parents))
             entry = Entry.from_canonical(canonical)
@@ -1057,6 +1239,28 @@ class LocalStore:
             raise IntegrityError(f"replicated branch event {item.id} has an unknown reason") from None
         frame = fr.BranchFrame(reason, hlc, bytes.fromhex(item.branch), target, item.sealed, flags, after)
         self._open_branch_event(frame)
+        return frame
+
+    def _redaction_from_wire(self, item: WireItem, ident: bytes, hlc: int, flags: fr.Flag) -> fr.RedactionFrame | None:
+        """A pulled redaction as a frame (None: already here); it waits until every record it names is here."""
+        if hashlib.sha256(item.sealed).digest() != ident or flags & fr.LEGACY:
+            raise IntegrityError(f"replicated redaction {item.id} does not match its bytes; it was not imported")
+        if ident in self._lineage.events:
+            return None
+        erased = tuple((bytes.fromhex(wire), seal) for wire, seal in item.erased)
+        frame = fr.RedactionFrame(hlc, erased, item.sealed, int(flags))
+        self._open_redaction_body(frame)
+        lineage = self._lineage
+        if any(wire not in lineage.by_wire for wire, _ in erased):
+            raise _NotYet
+        for wire, seal in erased:  # every skeleton it brings fits its record here
+            record = self.decode(self.recheck(lineage.by_wire[wire]))
+            if not isinstance(record, fr.RecordFrame):
+                raise IntegrityError(f"replicated redaction {item.id} names something that is not a record; it was not imported")
+            if record.redacted:
+                continue
+            if str(self._open_skeleton(record, seal)["sid"]) != self.sid_of(lineage.by_wire[wire]):
+                raise IntegrityError(f"replicated redaction {item.id} carries a skeleton of another snapshot; it was not imported")
         return frame
 
     # -- facts for status() --------------------------------------------------------------

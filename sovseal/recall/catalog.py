@@ -186,6 +186,31 @@ class Catalog:
         self.state[idx] = DAMAGED
         self.damage[idx] = reason
 
+    def paths_under(self, prefix: str) -> list[str]:
+        """Every distinct path that starts with ``prefix``, of the records catalogued (any branch, any version)."""
+        self._ensure_indexes()
+        at = bisect.bisect_left(self._sorted_paths, prefix)
+        out: list[str] = []
+        while at < len(self._sorted_paths) and self._sorted_paths[at].startswith(prefix):
+            out.append(self._sorted_paths[at])
+            at += 1
+        return out
+
+    def erase(self, nodes: list[int]) -> None:
+        """Forget erased records: no path, no metadata, no state a filter or recall could find.
+
+        The path and field indexes are dropped and rebuilt by the next filter that needs them
+        (from the records left), so no list anywhere still names an erased record.
+        """
+        for idx in nodes:
+            if idx < self.size:
+                self.state[idx] = TOMBSTONE
+                self.indexed[idx] = False
+                self.paths[idx] = None
+                self.metadata[idx] = None
+        self._by_path, self._sorted_paths, self._field_nodes, self._field_values = {}, [], {}, {}
+        self._indexes_ready = False
+
     # -- filters -------------------------------------------------------------------------------
 
     def _ensure_indexes(self) -> None:

@@ -23,6 +23,8 @@ grows), each term's BM25 contributions (until a record is added).
 
 from __future__ import annotations
 
+import json
+
 import logging
 import threading
 import time
@@ -84,8 +86,11 @@ class RecallEngine:
         embed: Callable[[list[str]], np.ndarray],
         vector_index: Callable[[int], VectorIndex],
         params: RecallParams | None = None,
+        *,
+        forget_vectors: Callable[[list[int]], None] | None = None,
     ) -> None:
         self._store = store
+        self._forget_vectors = forget_vectors  # erased records leave the vector index's memory too
         self._embed = embed
         self._vector_index = vector_index
         self.params = params or RecallParams()
@@ -101,6 +106,7 @@ class RecallEngine:
         self._ready = threading.Event()
         self.restored = False  # the catalog came from the store's checkpoint
         self._added_since_check = 0
+        self._erased: set[int] = set()  # erased records already dropped from the catalog and keywords
         self._checkpointer: threading.Thread | None = None
         self.load_seconds: float | None = None
         self._thread = threading.Thread(target=self._load, name="sovseal-recall-catalog", daemon=True)
@@ -145,14 +151,18 @@ class RecallEngine:
         if "c.state" not in arrays:
             return
         catalog, keywords = Catalog.from_arrays(arrays), KeywordIndex.from_arrays(arrays)
+        erased = set(json.loads(arrays["l.meta"].tobytes()).get("erased", []))  # erased when it was written
         with self._lock:
             if self._hwm == 0 and self.catalog.size == 0:  # nothing was added before this thread ran
                 self.catalog, self.keywords = catalog, keywords
                 self._hwm = int(header["catalogued"])
                 self.restored = True
+                self._erased = erased  # a checkpoint's catalog holds no erased record
 
     def checkpoint_arrays(self, header: dict[str, object], arrays: dict[str, np.ndarray]) -> None:
         """Add the catalog and keyword index to a checkpoint (the caller holds the store's lock)."""
+        with self._store.reading() as lineage:  # the store's lock is held: this only re-enters it
+            self.forget_erased(lineage)
         with self._lock:
             header["catalogued"] = self._hwm
             self.catalog.to_arrays(arrays)
@@ -172,6 +182,7 @@ class RecallEngine:
         if lineage is None:
             with self._store.reading() as current:
                 return self._sync_step(current)
+        self.forget_erased(lineage)
         end = len(lineage.nodes)
         start = self._hwm
         if start >= end:
@@ -182,7 +193,7 @@ class RecallEngine:
         opened: list[tuple[Node, Entry | None, str | None]] = []
         for idx in todo:
             node = lineage.nodes[idx]
-            if node.op is Op.DELETE:
+            if node.op is Op.DELETE or node.redacted:  # an erased record is catalogued as a delete
                 opened.append((node, None, None))
                 continue
             try:
@@ -202,6 +213,23 @@ class RecallEngine:
         with self._lock:
             self._hwm = max(self._hwm, stop)
         return True
+
+    def forget_erased(self, lineage: Lineage) -> list[int]:
+        """Drop from the catalog and the keyword index every record erased since the last call
+        (the caller holds the store's lock); returns them. The vector index is the caller's."""
+        if len(lineage.erased) == len(self._erased):
+            return []
+        new = [idx for idx in lineage.erased if idx not in self._erased]
+        if new:
+            with self._lock:
+                self.catalog.erase(new)
+                self.keywords.erase(new)
+                self._views.clear()
+                self._pairs = _PairCosines()
+            if self._forget_vectors is not None:
+                self._forget_vectors(new)
+        self._erased = set(lineage.erased)
+        return new
 
     def sync(self, lineage: Lineage) -> None:
         """Catalog every node of ``lineage`` (the caller holds the store's lock)."""

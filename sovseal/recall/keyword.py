@@ -108,6 +108,36 @@ class KeywordIndex:
             np.add.at(out, nodes, score)  # one call; the same float32 sums as out[nodes] += score
         return out
 
+    def erase(self, nodes: list[int]) -> None:
+        """Remove erased records' postings, and every term only they held (a term is plaintext too).
+
+        The postings are rebuilt as one flat base without them: a pass over the whole index,
+        which a purge (rare, and followed by a journal rewrite anyway) can afford.
+        """
+        gone = np.asarray(sorted(set(nodes)), dtype=np.int64)
+        gone = gone[gone < len(self._length)]
+        terms = sorted(self._base_terms.keys() | self._nodes.keys())
+        kept_terms, kept_nodes, kept_tfs, ends = [], [], [], []
+        position = 0
+        for term in terms:
+            held, tf = self.postings(term)  # type: ignore[misc]
+            keep = ~np.isin(held, gone)
+            if keep.any():
+                kept_terms.append(term)
+                kept_nodes.append(held[keep].astype(np.int32))
+                kept_tfs.append(tf[keep].astype(np.float32))
+                position += int(keep.sum())
+                ends.append(position)
+        erased = gone[self._length[gone] > 0]
+        self.documents -= len(erased)
+        self._total -= int(self._length[erased].sum())
+        self._length[gone] = 0
+        self._base_terms = dict(zip(kept_terms, range(len(kept_terms)), strict=True))
+        self._base_ends = np.asarray(ends, dtype=np.int64)
+        self._base_nodes = np.concatenate(kept_nodes) if kept_nodes else np.zeros(0, dtype=np.int32)
+        self._base_tfs = np.concatenate(kept_tfs) if kept_tfs else np.zeros(0, dtype=np.float32)
+        self._nodes, self._tfs, self._cache = {}, {}, {}
+
     # -- checkpoints -------------------------------------------------------------------------------
 
     def to_arrays(self, arrays: dict[str, np.ndarray]) -> None:
