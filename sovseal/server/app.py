@@ -180,6 +180,8 @@ def create_app(storage: Storage, limits: Limits | None = None) -> Starlette:
                 "held": outcome.held,
                 "released": outcome.released,
                 "cursor": outcome.cursor,
+                "dropped": outcome.dropped,
+                "erased": outcome.erased,
             }
         )
 

@@ -3,7 +3,8 @@
 The replication server's storage logic (:mod:`sovseal.server.storage`) is written once against
 :class:`Database`; only connection handling, placeholders and the per-project write lock differ.
 SQLite needs no setup (one file, WAL, ``synchronous=FULL`` so a 2xx is never sent for a commit a
-power cut could undo); PostgreSQL is for deployments that outgrow one machine and is chosen by
+power cut could undo, ``secure_delete`` so what a redaction replaced does not linger in freed
+space, see :meth:`Database.scrub`); PostgreSQL is for deployments that outgrow one machine and is chosen by
 giving a ``postgresql://`` URL. Each thread gets its own connection, because the ASGI app runs
 blocking database calls in a thread pool.
 """
@@ -72,6 +73,13 @@ class Database(ABC):
     def reader(self) -> Iterator[Tx]:
         """A connection for reads that need no transaction."""
 
+    def scrub(self) -> bool:
+        """Best effort, after a redaction committed: make the bytes it replaced leave the database's files.
+
+        Returns True when nothing more can be done now; False asks to be called again later.
+        """
+        return True
+
     def close(self) -> None:
         with self._guard:
             conns, self._all = self._all, []
@@ -111,7 +119,26 @@ class SqliteDatabase(Database):
         conn.execute("PRAGMA journal_mode=WAL")
         conn.execute("PRAGMA synchronous=FULL")  # the commit is on disk before the 2xx goes out
         conn.execute("PRAGMA busy_timeout=30000")
+        # Freed space (an UPDATE's old cell, an overflow page put on the freelist) is overwritten
+        # with zeros: a redacted body leaves no copy in the file (docs/replication.md, "Erasure").
+        conn.execute("PRAGMA secure_delete=ON")
         return conn
+
+    def scrub(self) -> bool:
+        """Checkpoint the WAL into the file and truncate it: older WAL frames still hold pages from
+        before the redaction, and a checkpoint that only resets the WAL would leave them in it.
+
+        A reader that holds an older snapshot makes the checkpoint stop short (SQLite says busy):
+        then False, and the server tries again after a later write.
+        """
+        busy, _log, _done = self._conn().execute("PRAGMA wal_checkpoint(TRUNCATE)").fetchone()
+        return not busy
+
+    def vacuum(self) -> None:
+        """Rewrite the whole file (once, when a database made before ``secure_delete`` is upgraded:
+        pages freed back then were not zeroed), then truncate the WAL."""
+        self._conn().execute("VACUUM")
+        self.scrub()
 
     @contextmanager
     def transaction(self) -> Iterator[Tx]:
@@ -168,6 +195,64 @@ class PostgresDatabase(Database):
 
         self._psycopg = psycopg
         self.url = url
+        self._vacuum_thread: threading.Thread | None = None
+        self._vacuum_again = False
+        self._may_vacuum: bool | None = None  # does this role own the tables (None: not asked yet)
+
+    def scrub(self) -> bool:
+        """``VACUUM items, held`` in the background, when this role owns them (else autovacuum's job).
+
+        An UPDATE leaves the old row version (a dead tuple, the replaced body with it) in the table
+        until VACUUM removes it. Plain VACUUM takes no lock that stops pushes or pulls; it frees the
+        space for reuse, but bytes can stay in a page's free space until overwritten, and in WAL
+        segments and backups: only ``VACUUM FULL`` (the owner's, locking the table) rewrites the
+        files (docs/replication.md, "Erasure"). Redactions that arrive while one runs share the next.
+        """
+        with self._guard:
+            self._vacuum_again = True
+            if self._vacuum_thread is None:
+                self._vacuum_thread = threading.Thread(target=self._vacuum_loop, name="sovseal-vacuum", daemon=True)
+                self._vacuum_thread.start()
+        return True
+
+    def _vacuum_loop(self) -> None:
+        while True:
+            with self._guard:
+                if not self._vacuum_again:
+                    self._vacuum_thread = None
+                    return
+                self._vacuum_again = False
+            try:
+                self.vacuum()
+            except Exception:  # noqa: BLE001 - best effort: the redaction is committed, autovacuum comes anyway
+                log.warning("VACUUM after a redaction failed; autovacuum will remove the old row versions", exc_info=True)
+
+    def vacuum(self) -> bool:
+        """``VACUUM items, held`` now, on a connection of its own; False when this role does not own them."""
+        if self._may_vacuum is False:
+            return False
+        with self._psycopg.connect(self.url, autocommit=True) as conn:
+            if self._may_vacuum is None:
+                row = conn.execute(
+                    "SELECT bool_and(pg_has_role(current_user, relowner, 'USAGE')) FROM pg_class "
+                    "WHERE oid IN ('items'::regclass, 'held'::regclass)"
+                ).fetchone()
+                self._may_vacuum = bool(row and row[0])
+                if not self._may_vacuum:
+                    log.info(
+                        "this role does not own the tables, so it cannot VACUUM after a redaction: autovacuum removes the "
+                        "replaced bodies' old row versions; run VACUUM FULL items, held as the owner to rewrite the files"
+                    )
+                    return False
+            conn.execute("VACUUM items, held")
+        return True
+
+    def close(self) -> None:
+        with self._guard:
+            thread = self._vacuum_thread
+        if thread is not None:
+            thread.join(timeout=30)  # a VACUUM in progress: let it finish rather than leave it to the process's end
+        super().close()
 
     def _connect(self) -> Any:
         try:

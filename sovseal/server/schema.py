@@ -8,7 +8,10 @@ INSERT/UPDATE on specific tables for writes, no DELETE for either role"):
 - the *writer* (pushes, API-key binding, key creation and revocation): ``SELECT``, ``INSERT`` on
   the tables it appends to, and ``UPDATE`` of the few columns it changes. No ``DELETE`` or
   ``TRUNCATE`` anywhere: the server never removes a row (a revoked key is flagged, a released held
-  item is marked released), so a stolen writer password cannot erase a project's history.
+  item is marked released), so a stolen writer password cannot erase a project's history. The
+  one change to what a row holds is a redaction's (docs/design.md, "Redaction skeletons"): the
+  body of each erased record, and its digest, become its skeleton (``UPDATE (body, digest)``); the
+  row, its id and its place in the pull order stay.
 
 Grants are reset on every migration (``REVOKE ALL`` then the list below), so what the roles can
 do is always exactly this list, whatever was granted by hand before.
@@ -20,13 +23,20 @@ import logging
 import re
 from dataclasses import dataclass
 
-from .db import Database, PostgresDatabase, Tx
+from .db import Database, PostgresDatabase, SqliteDatabase, Tx
 
 log = logging.getLogger("sovseal.server")
 
-SCHEMA_VERSION = 3
+SCHEMA_VERSION = 4
 
-_TABLES = ("sovseal_meta", "api_keys", "projects", "items", "branches", "held", "held_waits")
+_TABLES = ("sovseal_meta", "api_keys", "projects", "items", "branches", "held", "held_waits", "erased")
+
+# The records a redaction erased, remembered for good: an item pushed for one later (by a device
+# that has not pulled the redaction yet) is stored as its skeleton (this seal) or dropped, never
+# stored with its content. ``redaction`` is the id of the redaction that named it first.
+_ERASED = """CREATE TABLE IF NOT EXISTS erased (
+        project TEXT NOT NULL, id TEXT NOT NULL, seal TEXT NOT NULL, redaction TEXT NOT NULL,
+        erased_at DOUBLE PRECISION NOT NULL, PRIMARY KEY (project, id))"""
 
 _CREATE = [
     "CREATE TABLE IF NOT EXISTS sovseal_meta (name TEXT PRIMARY KEY, value TEXT NOT NULL)",
@@ -52,6 +62,7 @@ _CREATE = [
     """CREATE TABLE IF NOT EXISTS held_waits (
         project TEXT NOT NULL, item_id TEXT NOT NULL, waits_for TEXT NOT NULL,
         PRIMARY KEY (project, item_id, waits_for))""",
+    _ERASED,
 ]
 
 #: The dependencies of a held row that are not accepted yet, as (project, item_id, waits_for).
@@ -63,8 +74,12 @@ _MISSING = """
     UNION SELECT project, id, branch FROM held h WHERE released = 0 AND kind = 'record'
         AND NOT EXISTS (SELECT 1 FROM branches b WHERE b.project = h.project AND b.branch = h.branch)"""
 
+#: A row that holds another version of a record: its id is ``<64 hex>.<digest16>``.
+VERSION_ROW = "length(id) > 64"
+
 #: Version 1 deleted a held item once released; version 2 marks it (no role may delete).
 #: Version 3 indexes held items by what they wait for, and keeps their size for the quota.
+#: Version 4 remembers erased records (redactions) and indexes the versions of a record.
 _UPGRADES = {
     1: ["ALTER TABLE held ADD COLUMN released INTEGER NOT NULL DEFAULT 0"],
     2: [
@@ -73,20 +88,26 @@ _UPGRADES = {
         "DROP INDEX IF EXISTS held_waiting",
         f"INSERT INTO held_waits (project, item_id, waits_for) {_MISSING}",
     ],
+    3: [_ERASED],
 }
 
 _AFTER = [
     "CREATE INDEX IF NOT EXISTS held_unreleased ON held (project, body_bytes) WHERE released = 0",
     "CREATE INDEX IF NOT EXISTS held_waits_for ON held_waits (project, waits_for)",
+    # The other versions of a record (``<id>.<digest16>``, rare) by project: what a redaction looks
+    # up besides the exact ids it names, without scanning the project's items.
+    f"CREATE INDEX IF NOT EXISTS items_versions ON items (project, id) WHERE {VERSION_ROW}",
+    f"CREATE INDEX IF NOT EXISTS held_versions ON held (project, id) WHERE {VERSION_ROW}",
 ]
 
 #: What the writer may change, column by column (everything else it can only read or append).
 _WRITER_UPDATES = {
     "api_keys": "project, revoked",  # bind an unbound key on first use; revoke
     "projects": "project, next_seq, next_hold, held_count",  # the per-project counters (and the upsert's lock)
-    "held": "released, body",  # mark released, dropping the copy now in items
+    "items": "body, digest",  # a redaction replaces an erased record's body with its skeleton
+    "held": "released, body, digest, body_bytes",  # mark released, dropping the copy now in items; a redaction
 }
-_WRITER_INSERTS = ("api_keys", "projects", "items", "branches", "held", "held_waits")
+_WRITER_INSERTS = ("api_keys", "projects", "items", "branches", "held", "held_waits", "erased")
 
 _ROLE_NAME = re.compile(r"[a-z_][a-z0-9_]{0,62}\Z")
 #: What libpq's PQencryptPasswordConn returns: SCRAM-SHA-256$<iter>:<salt>$<key>:<key> in base64.
@@ -140,6 +161,11 @@ def migrate(db: Database, roles: Roles | None = None) -> None:
             tx.execute("INSERT INTO sovseal_meta (name, value) VALUES ('schema', ?)", (str(SCHEMA_VERSION),))
         if isinstance(db, PostgresDatabase):
             _grant(db, tx, roles or Roles(), required=roles is not None)
+    if rows and version < 4 and isinstance(db, SqliteDatabase):
+        # Made before the server set secure_delete: pages freed until now were not zeroed, and one
+        # may still hold a body a redaction will replace. Rewrite the file once, now.
+        log.info("rewriting the SQLite database once (VACUUM) so that freed pages hold no old bodies")
+        db.vacuum()
 
 
 def check(db: Database) -> None:

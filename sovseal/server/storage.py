@@ -19,8 +19,20 @@ strictly in the order given):
 
 Duplicates (same id, same canonical body) are accepted idempotently; a different body under a
 known id is a conflict and the whole push is refused, so a push either applies entirely or not
-at all. API keys are random tokens stored only as sha256 (they have 256 bits of entropy, so a
-slow password hash would add nothing), each scoped to one project.
+at all.
+
+A *redaction* (docs/design.md, "Redaction skeletons") is stored like any item and applied as soon
+as it is received, in the same transaction: every stored record it names (and the other versions
+stored beside it, ``<id>.<digest16>``), accepted or held, gets its skeleton as body (the same item
+with flag REDACTED and the skeleton seal as ``sealed``), keeping its id and seq. The named ids are
+remembered (``erased``), with their seals: a record pushed later under one of them is stored as its
+skeleton if the server has nothing under that id (its children must not wait forever), is a
+duplicate if that skeleton is what is stored, and is otherwise acknowledged and dropped. So a
+device that has not pulled the redaction yet still drains its outbox, and no content of an erased
+record is ever stored again.
+
+API keys are random tokens stored only as sha256 (they have 256 bits of entropy, so a slow
+password hash would add nothing), each scoped to one project.
 """
 
 from __future__ import annotations
@@ -28,21 +40,25 @@ from __future__ import annotations
 import base64
 import dataclasses
 import hashlib
+import json
+import logging
 import os
 import time
 from collections.abc import Collection, Iterable, Sequence
 from dataclasses import dataclass
 from typing import Literal, TypeVar
 
+from ..frames import REDACTED
 from ..replication.protocol import API_KEY_PREFIX
 from . import schema
 from .db import Database, Tx
-from .validate import Item
+from .validate import Item, body_digest, canonical
 
 T = TypeVar("T")
 _CHUNK = 400  # ids per IN (...) list: far below SQLite's host-parameter limit
 
 AuthResult = Literal["ok", "unknown", "forbidden"]
+log = logging.getLogger("sovseal.server")
 
 
 class ConflictError(Exception):
@@ -76,6 +92,8 @@ class PushOutcome:
     held: list[str]  # items of this push that wait for a parent or predecessor
     released: int  # previously held items this push made acceptable
     cursor: int  # the project's last seq after this push
+    dropped: int = 0  # items for erased records whose skeleton is already stored: acknowledged, not stored
+    erased: int = 0  # records this push's redactions erased (stored rows whose body became a skeleton)
 
 
 @dataclass(frozen=True, slots=True)
@@ -97,6 +115,7 @@ class _Pending:
     digest: str
     body: str
     more_parents: tuple[str, ...] = ()  # a merge's parents after the first: it waits for each
+    erased: tuple[tuple[str, str], ...] = ()  # a redaction's (wire id, skeleton seal) pairs
 
 
 @dataclass(slots=True)
@@ -120,6 +139,19 @@ def _chunks(values: Sequence[T]) -> Iterable[Sequence[T]]:
         yield values[start : start + _CHUNK]
 
 
+def skeleton_body(body: str, seal: str) -> str:
+    """The canonical body of a record's skeleton: the same item, ``sealed`` = the skeleton seal (base64)
+    and flag REDACTED, exactly what a device pushes for that skeleton (``WireItem.to_json``).
+
+    A format-2 item has no ``flags`` to set (the wire cannot say REDACTED for it): only the seal changes.
+    """
+    item = json.loads(body)
+    item["sealed"] = seal
+    if "flags" in item:
+        item["flags"] = int(item["flags"]) | REDACTED
+    return canonical(item)
+
+
 class Storage:
     """The server's state in one :class:`Database`."""
 
@@ -134,6 +166,8 @@ class Storage:
         self.owner = owner
         self.auth_ttl = auth_ttl
         self._auth_cache: dict[str, tuple[str, float]] = {}  # key hash -> (project, valid until)
+        #: A redaction committed but its bytes may still be in the database's files: scrub after the next write.
+        self._scrub_pending = False
 
     @property
     def backend(self) -> str:
@@ -145,6 +179,8 @@ class Storage:
             schema.migrate(self.db, roles)
         else:
             schema.check(self.reads)
+        if self.backend == "sqlite":
+            self._scrub()  # a redaction committed just before a crash or stop: finish what it left in the WAL
 
     def close(self) -> None:
         self.db.close()
@@ -203,14 +239,16 @@ class Storage:
     # counters, one lookup of every id the batch mentions, one of branches, multi-row inserts,
     # and one update.
 
-    def _counters(self, tx: Tx, project: str) -> tuple[int, int, int]:
-        """Lock the project's row (serializing pushes to it) and return next_seq, next_hold, held_count."""
+    def _counters(self, tx: Tx, project: str) -> tuple[int, int, int, bool]:
+        """Lock the project's row (serializing pushes to it) and return next_seq, next_hold, held_count,
+        and whether the project has erased records (else a push need not look for them)."""
         row = tx.execute(
             "INSERT INTO projects (project, next_seq, next_hold, held_count) VALUES (?, 1, 1, 0) "
-            "ON CONFLICT (project) DO UPDATE SET project = excluded.project RETURNING next_seq, next_hold, held_count",
+            "ON CONFLICT (project) DO UPDATE SET project = excluded.project RETURNING next_seq, next_hold, held_count, "
+            "EXISTS (SELECT 1 FROM erased e WHERE e.project = projects.project)",
             (project,),
         )[0]
-        return int(row[0]), int(row[1]), int(row[2])
+        return int(row[0]), int(row[1]), int(row[2]), bool(row[3])
 
     def _lookup(
         self, tx: Tx, project: str, ids: Collection[str], held_ids: Collection[str] = (), branches: Collection[str] = ()
@@ -279,7 +317,8 @@ class Storage:
         Raises ConflictError or QuotaExceeded, and then nothing of the batch is applied.
         """
         with self.db.transaction() as tx:
-            next_seq, next_hold, held_count = self._counters(tx, project)
+            next_seq, next_hold, held_count, any_erased = self._counters(tx, project)
+            items, dropped = self._erased_records(tx, project, items) if any_erased else (list(items), 0)
             ids = {it.id for it in items}
             refs = ({p for it in items for p in (it.parent, *it.parents)} | {after}) - {""}
             branches = {it.branch for it in items if it.kind == "record"}
@@ -300,7 +339,9 @@ class Storage:
             pred = after
             for it in items:  # each new item waits for the one sent just before it
                 if it.id not in accepted and it.id not in held and it.id not in seen:
-                    pending.append(_Pending(it.id, pred, it.kind, it.parent, it.branch, it.digest, it.body, it.parents[1:]))
+                    pending.append(
+                        _Pending(it.id, pred, it.kind, it.parent, it.branch, it.digest, it.body, it.parents[1:], it.erased)
+                    )
                     seen.add(it.id)
                 pred = it.id
 
@@ -330,7 +371,101 @@ class Storage:
                     "UPDATE projects SET next_seq = ?, next_hold = ?, held_count = ? WHERE project = ?",
                     (acceptor.next_seq, next_hold + len(waiting), held_count, project),
                 )
-        return PushOutcome(direct, len(items) - len(pending), still_held, len(released), acceptor.next_seq - 1)
+            # Last, so that it also reaches what this very push stored (accepted, held or released).
+            erased = self._redact(tx, project, [p for p in pending if p.kind == "redaction"], acceptor.now)
+        if erased is not None:
+            self._scrub_pending = True
+        if self._scrub_pending:
+            self._scrub()
+        duplicates = len(items) - len(pending) - dropped
+        return PushOutcome(direct, duplicates, still_held, len(released), acceptor.next_seq - 1, dropped, erased or 0)
+
+    # -- redactions ----------------------------------------------------------------------------
+
+    def _erased_records(self, tx: Tx, project: str, items: Sequence[Item]) -> tuple[list[Item], int]:
+        """The batch with each record for an erased id turned into its skeleton, and how many are dropped.
+
+        A dropped record stays in the batch as a duplicate of the skeleton stored under its id (so
+        that what follows it still waits for that id, which exists) and is counted apart.
+        """
+        records = sorted({it.id for it in items if it.kind == "record"})
+        seals: dict[str, str] = {}
+        for chunk in _chunks(records):
+            sql = f"SELECT id, seal FROM erased WHERE project = ? AND id IN ({','.join('?' * len(chunk))})"  # nosec B608 -- only '?' placeholders are interpolated
+            seals.update((str(i), str(seal)) for i, seal in tx.execute(sql, (project, *chunk)))
+        if not seals:
+            return list(items), 0
+        accepted, held, _ = self._lookup(tx, project, seals, seals)
+        stored = held | accepted
+        out: list[Item] = []
+        dropped = 0
+        for it in items:
+            if it.kind == "record" and it.id in seals:
+                body = skeleton_body(it.body, seals[it.id])
+                it = dataclasses.replace(it, body=body, digest=body_digest(body), versioned=False)
+                # The first skeleton seen for an id the server has nothing under is stored; any other is dropped.
+                digest = stored.setdefault(it.id, it.digest)
+                if digest != it.digest:
+                    it = dataclasses.replace(it, digest=digest, body="")
+                    dropped += 1
+            out.append(it)
+        return out, dropped
+
+    def _redact(self, tx: Tx, project: str, redactions: Sequence[_Pending], now: float) -> int | None:
+        """Apply the new redactions of a push: remember what they erase and replace the stored bodies.
+
+        Each id is erased once, by the first redaction naming it (a second redaction of the same
+        record, from another device, changes nothing: either skeleton authenticates). Returns how
+        many stored rows became skeletons, or None when there was no new redaction.
+        """
+        if not redactions:
+            return None
+        seals: dict[str, tuple[str, str]] = {}  # wire id -> (seal, redaction id), first naming wins
+        for r in redactions:
+            for wire, seal in r.erased:
+                seals.setdefault(wire, (seal, r.id))
+        wanted = sorted(seals)
+        for chunk in _chunks(wanted):
+            sql = f"SELECT id FROM erased WHERE project = ? AND id IN ({','.join('?' * len(chunk))})"  # nosec B608 -- only '?' placeholders are interpolated
+            for (known,) in tx.execute(sql, (project, *chunk)):
+                del seals[str(known)]
+        if not seals:
+            return 0
+        fresh = sorted(seals)
+        self._insert(
+            tx,
+            "INSERT INTO erased (project, id, seal, redaction, erased_at)",
+            [(project, wire, seals[wire][0], seals[wire][1], now) for wire in fresh],
+        )
+        rows: list[tuple[str, int, str, str]] = []  # (table, seq or hseq, id, body)
+        for chunk in _chunks(fresh):
+            marks = ",".join("?" * len(chunk))
+            for table, column in (("items", "seq"), ("held", "hseq")):
+                live = " AND body <> ''" if table == "held" else ""  # a released held row keeps no body
+                sql = (
+                    f"SELECT {column}, id, body FROM {table} WHERE project = ? AND kind = 'record'{live} AND id IN ({marks}) "  # nosec B608 -- fixed names and '?' placeholders only
+                    f"UNION ALL SELECT {column}, id, body FROM {table} WHERE project = ? AND kind = 'record'{live} "
+                    f"AND {schema.VERSION_ROW} AND substr(id, 1, 64) IN ({marks})"
+                )
+                rows += [(table, int(k), str(i), str(b)) for k, i, b in tx.execute(sql, (project, *chunk, project, *chunk))]
+        updates: dict[str, list[tuple[object, ...]]] = {"items": [], "held": []}
+        for table, key, row_id, body in rows:
+            skeleton = skeleton_body(body, seals[row_id[:64]][0])
+            digest = body_digest(skeleton)
+            updates[table].append((skeleton, digest, project, key) if table == "items" else (skeleton, digest, len(skeleton), project, key))
+        with tx.pipeline():
+            tx.executemany("UPDATE items SET body = ?, digest = ? WHERE project = ? AND seq = ?", updates["items"])
+            tx.executemany("UPDATE held SET body = ?, digest = ?, body_bytes = ? WHERE project = ? AND hseq = ?", updates["held"])
+        log.info("a redaction erased %d record(s) of a project: %d stored row(s) now hold skeletons", len(fresh), len(rows))
+        return len(rows)
+
+    def _scrub(self) -> None:
+        """Best effort: push the bytes a redaction replaced out of the database's files (see Database.scrub)."""
+        try:
+            self._scrub_pending = not self.db.scrub()
+        except Exception:  # noqa: BLE001 - the redaction is committed; this only tidies, and is tried again
+            log.warning("scrubbing after a redaction failed; it is tried again after the next write", exc_info=True)
+            self._scrub_pending = True
 
     def _hold(self, tx: Tx, acceptor: _Acceptor, waiting: Sequence[_Pending], next_hold: int) -> None:
         """Store items that cannot be accepted yet, each indexed by every dependency it still misses."""

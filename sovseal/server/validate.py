@@ -19,8 +19,11 @@ import hashlib
 import json
 import math
 import re
+from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
+
+from ..frames import MAX_ERASED  # the most records one redaction names (a larger purge is several)
 
 _HEX64 = re.compile(r"[0-9a-f]{64}\Z")
 _HEX32 = re.compile(r"[0-9a-f]{32}\Z")
@@ -28,12 +31,18 @@ _FIELDS = frozenset({"kind", "id", "parent", "branch", "path_hash", "sealed", "c
 #: Journal format 3 items also carry these (docs/design.md, "Journal format 3"); format-2 items do not.
 _FORMAT_3_FIELDS = frozenset({"format", "flags", "after", "parents"})
 _REASONS = frozenset({"CREATE", "ROLLBACK", "ADVANCE"})
+_KINDS = ("record", "branch", "reinforce", "redaction")
 #: nonce (12) + tag (16): the smallest sealed blob there is.
 MIN_SEALED = 28
 #: A record holds at most a 256 KiB entry; sealed and with room for metadata, 400 KiB is ample.
 MAX_SEALED = 400 * 1024
+#: A skeleton seal is ``{"sid": …, "redacted": true}`` sealed and padded: under 100 bytes. 4 KiB is ample.
+MAX_SKELETON_SEAL = 4096
+#: The erased pairs one push may carry, all its redactions together: 16 full redactions. Each pair
+#: is a JSON list, so this is also the extra lists a push may hold before it is parsed.
+MAX_ERASED_PER_PUSH = 16 * MAX_ERASED
 #: Per item, at most this many JSON objects and lists, and values: the bounds checked before parsing.
-_CONTAINERS = 3  # the item, its after and its parents
+_CONTAINERS = 4  # the item, its after, its parents and (a redaction) its erased list
 _VALUES = 530  # up to 255 ids in each of after and parents, and the fields
 
 
@@ -65,6 +74,8 @@ class Item:
     #: under a known id with another body is a conflict.
     versioned: bool = False
     parents: tuple[str, ...] = ()  # a format-3 record's parents, all of them (``parent`` is the first)
+    #: A redaction's (wire id, skeleton seal in base64) pairs: the records whose bodies it replaces.
+    erased: tuple[tuple[str, str], ...] = ()
 
 
 def _hex(value: object, pattern: re.Pattern[str], *, empty_ok: bool) -> bool:
@@ -83,6 +94,8 @@ def validate_item(index: int, raw: Any) -> Item:
 
     keys = set(raw)
     format_3 = "format" in keys
+    erased = _erased(raw, bad) if raw.get("kind") == "redaction" or "erased" in keys else ()
+    keys.discard("erased")
     if format_3:
         keys -= _FORMAT_3_FIELDS
         if raw["format"] != 3 or set(raw) & _FORMAT_3_FIELDS != _FORMAT_3_FIELDS:
@@ -102,8 +115,8 @@ def validate_item(index: int, raw: Any) -> Item:
         unknown, missing = len(keys - _FIELDS), sorted(_FIELDS - keys)
         raise bad(f"fields must be exactly {sorted(_FIELDS)} ({unknown} unknown, missing: {missing})")
     kind = raw["kind"]
-    if kind not in ("record", "branch", "reinforce"):
-        raise bad("kind must be 'record', 'branch' or 'reinforce'")
+    if kind not in _KINDS:
+        raise bad("kind must be 'record', 'branch', 'reinforce' or 'redaction'")
     if not _hex(raw["id"], _HEX64, empty_ok=False):
         raise bad("id must be 64 lowercase hex digits")
     sealed_text = raw["sealed"]
@@ -135,10 +148,12 @@ def validate_item(index: int, raw: Any) -> Item:
             ok = _hex(parent, _HEX64, empty_ok=True) and _hex(branch, _HEX32, empty_ok=False) and path_hash == "" and reason in _REASONS
             if not ok:
                 raise bad("a branch event needs parent (64 hex or empty), branch (32 hex), no path_hash and a known reason")
-        else:
+        elif kind == "reinforce":
             ok = _hex(parent, _HEX64, empty_ok=False) and branch == "" and path_hash == "" and reason == ""
             if not ok:
                 raise bad("a reinforcement needs parent (64 hex) and no branch, path_hash or reason")
+        elif not (parent == "" and branch == "" and path_hash == "" and reason == ""):
+            raise bad("a redaction has no parent, branch, path_hash or reason")
     clean = {
         "kind": kind,
         "id": raw["id"],
@@ -151,8 +166,57 @@ def validate_item(index: int, raw: Any) -> Item:
     }
     if format_3:
         clean |= {"format": 3, "flags": raw["flags"], "after": raw["after"], "parents": raw["parents"]}
-    body = json.dumps(clean, sort_keys=True, separators=(",", ":"))
-    return Item(kind, raw["id"], parent, branch, body, hashlib.sha256(body.encode()).hexdigest(), format_3 and kind == "record", tuple(raw["parents"]) if format_3 else ())
+    if kind == "redaction":
+        clean["erased"] = [list(pair) for pair in erased]
+    body = canonical(clean)
+    return Item(
+        kind,
+        raw["id"],
+        parent,
+        branch,
+        body,
+        body_digest(body),
+        format_3 and kind == "record",
+        tuple(raw["parents"]) if format_3 else (),
+        erased,
+    )
+
+
+def canonical(item: dict[str, Any]) -> str:
+    """The one JSON text of an item: what is stored, served, and hashed into its digest."""
+    return json.dumps(item, sort_keys=True, separators=(",", ":"))
+
+
+def body_digest(body: str) -> str:
+    return hashlib.sha256(body.encode()).hexdigest()
+
+
+def _erased(raw: dict[str, Any], bad: Callable[[str], ItemError]) -> tuple[tuple[str, str], ...]:
+    """A redaction's pairs, checked: a format-3 redaction names 1 to MAX_ERASED distinct records, each
+    ``[wire id (64 hex), skeleton seal (base64 of MIN_SEALED to MAX_SKELETON_SEAL bytes)]``."""
+    if raw.get("kind") != "redaction":
+        raise bad("only a redaction has erased")
+    if raw.get("format") != 3:
+        raise bad("a redaction is a format-3 item (format 3, flags, after, parents and erased)")
+    pairs = raw.get("erased")
+    if not isinstance(pairs, list) or not 0 < len(pairs) <= MAX_ERASED:
+        raise bad(f"a redaction's erased must be a list of 1 to {MAX_ERASED} [wire id, skeleton seal] pairs")
+    out: list[tuple[str, str]] = []
+    for n, pair in enumerate(pairs):
+        if not (isinstance(pair, list) and len(pair) == 2 and _hex(pair[0], _HEX64, empty_ok=False) and isinstance(pair[1], str)):
+            raise bad(f"erased[{n}] must be [wire id (64 lowercase hex), skeleton seal (base64)]")
+        if len(pair[1]) > (MAX_SKELETON_SEAL * 4) // 3 + 4:
+            raise bad(f"erased[{n}]: a skeleton seal is at most {MAX_SKELETON_SEAL} bytes")
+        try:
+            seal = base64.b64decode(pair[1], validate=True)
+        except (binascii.Error, ValueError):
+            raise bad(f"erased[{n}]: the skeleton seal is not valid base64") from None
+        if not MIN_SEALED <= len(seal) <= MAX_SKELETON_SEAL:
+            raise bad(f"erased[{n}]: the skeleton seal is {len(seal)} bytes; it must be {MIN_SEALED} to {MAX_SKELETON_SEAL}")
+        out.append((pair[0], pair[1]))
+    if len({wire for wire, _ in out}) != len(out):
+        raise bad("a redaction names each erased record once")
+    return tuple(out)
 
 
 def parse_push(data: Any, max_items: int) -> tuple[list[Item], str]:
@@ -170,7 +234,11 @@ def parse_push(data: Any, max_items: int) -> tuple[list[Item], str]:
     after = data.get("after", "")
     if not _hex(after, _HEX64, empty_ok=True):
         raise ValueError("'after' must be an item id (64 hex) or empty")
-    return [validate_item(i, raw) for i, raw in enumerate(records)], after
+    items = [validate_item(i, raw) for i, raw in enumerate(records)]
+    pairs = sum(len(it.erased) for it in items)
+    if pairs > MAX_ERASED_PER_PUSH:
+        raise TooManyItems(f"a push names at most {MAX_ERASED_PER_PUSH} erased records in all its redactions; this one names {pairs}")
+    return items, after
 
 
 def decode_push(body: bytes, max_items: int) -> tuple[list[Item], str]:
@@ -183,9 +251,12 @@ def decode_push(body: bytes, max_items: int) -> tuple[list[Item], str]:
     base64, a few fixed words) can contain a brace, bracket or comma. So at most ``_CONTAINERS``
     braces and brackets and ``_VALUES`` commas per item (room for an item to carry a list of ids)
     bound what the parser can build to a few megabytes of objects, and nesting to a depth the
-    parser refuses cleanly.
+    parser refuses cleanly. A redaction's pairs are lists too: a push may hold up to
+    ``MAX_ERASED_PER_PUSH`` of them in all (a few megabytes more, parsed).
     """
-    if body.count(b"{") + body.count(b"[") > _CONTAINERS * max_items + 2 or body.count(b",") > _VALUES * max_items + 1:
+    containers = _CONTAINERS * max_items + 2 + MAX_ERASED_PER_PUSH
+    values = _VALUES * max_items + 1 + 2 * MAX_ERASED_PER_PUSH
+    if body.count(b"{") + body.count(b"[") > containers or body.count(b",") > values:
         raise TooManyItems(f"a push holds at most {max_items} items, each an object of a few fields")
     try:
         data = json.loads(body)

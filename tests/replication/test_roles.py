@@ -28,7 +28,7 @@ from sovseal.wire import WireItem
 from tests.replication.conftest import drop_postgres_database, fresh_postgres_database, open_mem
 from tests.replication.helpers import history, server_items, snapshot_of
 
-TABLES = ("sovseal_meta", "api_keys", "projects", "items", "branches", "held")
+TABLES = ("sovseal_meta", "api_keys", "projects", "items", "branches", "held", "held_waits", "erased")
 
 
 @dataclass
@@ -89,9 +89,11 @@ def test_the_migration_grants_exactly_select_to_the_reader_and_no_delete_to_the_
         "sovseal_meta": {"SELECT"},
         "api_keys": {"SELECT", "INSERT", "UPDATE"},
         "projects": {"SELECT", "INSERT", "UPDATE"},
-        "items": {"SELECT", "INSERT"},
+        "items": {"SELECT", "INSERT", "UPDATE"},  # UPDATE (body, digest): a redaction's skeletons
         "branches": {"SELECT", "INSERT"},
         "held": {"SELECT", "INSERT", "UPDATE"},
+        "held_waits": {"SELECT", "INSERT"},
+        "erased": {"SELECT", "INSERT"},
     }
     with psycopg.connect(deployment.owner, autocommit=True) as conn:
         updatable = conn.execute(
@@ -103,7 +105,11 @@ def test_the_migration_grants_exactly_select_to_the_reader_and_no_delete_to_the_
         ("api_keys", "project"),
         ("api_keys", "revoked"),
         ("held", "body"),
+        ("held", "body_bytes"),
+        ("held", "digest"),
         ("held", "released"),
+        ("items", "body"),
+        ("items", "digest"),
         ("projects", "held_count"),
         ("projects", "next_hold"),
         ("projects", "next_seq"),
@@ -147,7 +153,7 @@ def test_the_pull_connection_cannot_write_and_the_push_connection_cannot_delete(
         for statement in (f"DELETE FROM {table}", f"TRUNCATE {table}"):
             with pytest.raises(errors.InsufficientPrivilege), writes.transaction() as tx:
                 tx.execute(statement)
-    for statement in ("UPDATE items SET body = '{}'", "UPDATE api_keys SET key_hash = 'x'", "UPDATE sovseal_meta SET value = '9'"):
+    for statement in ("UPDATE items SET id = 'x'", "UPDATE items SET seq = 0", "UPDATE api_keys SET key_hash = 'x'", "UPDATE sovseal_meta SET value = '9'"):
         with pytest.raises(errors.InsufficientPrivilege), writes.transaction() as tx:
             tx.execute(statement)
     with reads.reader() as tx:
