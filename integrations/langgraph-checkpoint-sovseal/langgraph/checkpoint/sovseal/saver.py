@@ -77,6 +77,7 @@ from ._layout import (
     FORMAT,
     FORMATS,
     WRITES_ROOT,
+    Parsed,
     archive_branch,
     check_part,
     checkpoint_path,
@@ -208,22 +209,24 @@ class _Family:
     def _rank(self, branch: str, created: float) -> tuple[float, int]:
         return (-created, 0 if branch == self.live else 1 if branch == self.writes else 2)
 
-    def remerge(self, path: str) -> None:
+    def remerge(self, path: str, parsed: Parsed | None = None) -> None:
         """Recompute where ``path`` is read from: the newest version any branch shows.
 
         Two branches show different versions of one path only after a checkpoint was stored again
-        (same id) and the thread then forked from before that: the newer write wins.
+        (same id) and the thread then forked from before that: the newer write wins. ``parsed``:
+        what the path names, if the caller has it.
         """
-        best: _Ref | None = None
+        best: tuple[str, tuple[str, float]] | None = None
         for branch, view in self.views.items():
             found = view.get(path)
-            if found is not None and (best is None or self._rank(branch, found[1]) < self._rank(best.branch, best.created)):
-                best = _Ref(found[0], branch, found[1])
-        parsed = parse_path(path)
+            if found is not None and (best is None or self._rank(branch, found[1]) < self._rank(best[0], best[1][1])):
+                best = (branch, found)
+        if parsed is None:
+            parsed = parse_path(path)
         if best is None:
             self.merged.pop(path, None)
         else:
-            self.merged[path] = best
+            self.merged[path] = _Ref(best[1][0], best[0], best[1][1])
         if parsed is None or parsed.kind == "part":
             return
         if parsed.kind == "checkpoint":
@@ -254,9 +257,9 @@ class _Family:
         for ns in [ns for ns, ids in self.checkpoints.items() if not ids]:
             del self.checkpoints[ns]
 
-    def show(self, branch: str, path: str, sid: str) -> None:
+    def show(self, branch: str, path: str, sid: str, parsed: Parsed | None = None) -> None:
         self.views.setdefault(branch, {})[path] = (sid, time.time())
-        self.remerge(path)
+        self.remerge(path, parsed)
 
     def hide(self, branch: str, path: str) -> None:
         self.views.get(branch, {}).pop(path, None)
@@ -292,10 +295,12 @@ class _State:
 
     def remember(self, sid: str, record: _Opened) -> None:
         """Keep an opened (or just sealed) record, evicting the least recently used."""
-        self.opened[sid] = record
-        self.opened.move_to_end(sid)
-        if len(self.opened) > _OPENED_CACHE:
-            self.opened.popitem(last=False)
+        opened = self.opened
+        if sid in opened:
+            opened.move_to_end(sid)
+        opened[sid] = record  # a new key goes to the end
+        if len(opened) > _OPENED_CACHE:
+            opened.popitem(last=False)
 
 
 def _names_its_path(payload: Any, path: str, kind: str) -> bool:
@@ -616,6 +621,7 @@ class _SovsealSaverBase(BaseCheckpointSaver[str]):
         *,
         parent: str | None = None,
         if_heads: dict[str, list[str]] | None = None,
+        parsed: Parsed | None = None,
     ) -> None:
         """Store records in order on ``branch`` (the first one with ``parent=``) and index them.
 
@@ -626,22 +632,33 @@ class _SovsealSaverBase(BaseCheckpointSaver[str]):
         are, and they are never recalled. What was sealed is remembered as opened: the next read
         rechecks the frame on disk instead of decrypting it again. ``if_heads`` (one record only) is
         passed to ``store``: HeadMovedError, with nothing stored, if one of those branches' heads are
-        not exactly the ones listed.
+        not exactly the ones listed. ``parsed``: what the last record's path names, if the caller
+        built the path (spares parsing it again).
         """
         if if_heads is not None and len(records) != 1:
             raise ValueError("if_heads applies to a single record")
         view = self._s.branch_view(branch)
-        # index=False: checkpoints are never recalled by meaning (no embedding, no keywords)
+        if len(records) == 1:  # the usual put or put_writes: one store call, no item mappings
+            path, payload = records[0]
+            # index=False: checkpoints are never recalled by meaning (no embedding, no keywords)
+            result = view.store(
+                path, payload, type="episodic", provenance="observed", index=False, parent=parent, if_heads=if_heads
+            )
+            if not result.reinforced:  # the record went on every head of the branch: it is the one head now
+                fam.set_head(branch, result.snapshot_id)
+            fam.show(branch, path, result.snapshot_id, parsed)
+            self._s.remember(result.snapshot_id, _Opened(payload))
+            return
         items = [{"path": p, "payload": d, "type": "episodic", "provenance": "observed", "index": False} for p, d in records]
         results = []
-        if items and (parent is not None or len(items) == 1):
-            results.append(view.store(**items.pop(0), parent=parent, if_heads=if_heads))
+        if items and parent is not None:
+            results.append(view.store(**items.pop(0), parent=parent))
         if items:
             results.extend(view.store_many(items))
         for (path, payload), result in zip(records, results, strict=True):
             if not result.reinforced:  # the record went on every head of the branch: it is the one head now
                 fam.set_head(branch, result.snapshot_id)
-            fam.show(branch, path, result.snapshot_id)
+            fam.show(branch, path, result.snapshot_id, parsed if path == records[-1][0] else None)
             self._s.remember(result.snapshot_id, _Opened(payload))
 
     def _archive_live(self, fam: _Family) -> None:
@@ -897,6 +914,9 @@ class _SovsealSaverBase(BaseCheckpointSaver[str]):
         ids = fam.checkpoints.get(ns, {})
         existing = ids.get(checkpoint_id)
         path = existing or new_path
+        # A new path names this thread; one already stored may name another (copy_thread keeps paths).
+        parsed = Parsed("checkpoint", fam.thread_id, ns, checkpoint_id) if existing is None else parse_path(existing)
+        assert parsed is not None  # nosec B101 -- type narrowing: the index holds only the saver's paths
         parent_ref = fam.merged.get(ids[parent_id]) if parent_id and parent_id in ids else None
         descriptors, parts = packed
         if parts and path != new_path:  # parts name the record they belong to
@@ -904,7 +924,7 @@ class _SovsealSaverBase(BaseCheckpointSaver[str]):
         payload = {
             "lg": "checkpoint",
             "format": FORMAT,
-            "thread_id": parse_path(path).thread_id,  # type: ignore[union-attr]
+            "thread_id": parsed.thread_id,
             "checkpoint_ns": ns,
             "checkpoint_id": checkpoint_id,
             "parent_checkpoint_id": parent_id,
@@ -931,7 +951,7 @@ class _SovsealSaverBase(BaseCheckpointSaver[str]):
             self._fork_store(fam, parent_ref.sid, records)
             return True
         try:
-            self._append(fam, fam.live, records, if_heads=conditions)
+            self._append(fam, fam.live, records, if_heads=conditions, parsed=parsed)
         except HeadMovedError:
             return False
         return True
@@ -989,7 +1009,11 @@ class _SovsealSaverBase(BaseCheckpointSaver[str]):
         merging into a stored record reads it, and parts act on more of the index, so those return
         False (nothing stored) for a refreshed index first.
         """
-        path = fam.task_writes.get((ns, checkpoint_id), {}).get(task_id) or new_path
+        existing = fam.task_writes.get((ns, checkpoint_id), {}).get(task_id)
+        path = existing or new_path
+        # A new path names this thread; one already stored may name another (copy_thread keeps paths).
+        parsed = Parsed("writes", fam.thread_id, ns, checkpoint_id, task_id) if existing is None else parse_path(existing)
+        assert parsed is not None  # nosec B101 -- type narrowing: the index holds only the saver's paths
         conditions: dict[str, list[str]] | None = None
         if not fresh:
             tips = fam.tips(fam.writes)  # as the index knows them
@@ -1029,7 +1053,7 @@ class _SovsealSaverBase(BaseCheckpointSaver[str]):
         payload = {
             "lg": "writes",
             "format": FORMAT,
-            "thread_id": parse_path(path).thread_id,  # type: ignore[union-attr]
+            "thread_id": parsed.thread_id,
             "checkpoint_ns": ns,
             "checkpoint_id": checkpoint_id,
             "task_id": task_id,
@@ -1038,7 +1062,7 @@ class _SovsealSaverBase(BaseCheckpointSaver[str]):
             "writes": [entries[k] for k in sorted(entries)],
         }
         try:
-            self._append(fam, fam.writes, [*parts, (path, payload)], if_heads=conditions)
+            self._append(fam, fam.writes, [*parts, (path, payload)], if_heads=conditions, parsed=parsed)
         except HeadMovedError:
             return False
         return True
