@@ -120,7 +120,8 @@ class SqliteDatabase(Database):
         conn.execute("PRAGMA synchronous=FULL")  # the commit is on disk before the 2xx goes out
         conn.execute("PRAGMA busy_timeout=30000")
         # Freed space (an UPDATE's old cell, an overflow page put on the freelist) is overwritten
-        # with zeros: a redacted body leaves no copy in the file (docs/replication.md, "Erasure").
+        # with zeros: a redacted body leaves no copy in the file (docs/replication.md, "What is
+        # left of a replaced body").
         conn.execute("PRAGMA secure_delete=ON")
         return conn
 
@@ -206,7 +207,8 @@ class PostgresDatabase(Database):
         until VACUUM removes it. Plain VACUUM takes no lock that stops pushes or pulls; it frees the
         space for reuse, but bytes can stay in a page's free space until overwritten, and in WAL
         segments and backups: only ``VACUUM FULL`` (the owner's, locking the table) rewrites the
-        files (docs/replication.md, "Erasure"). Redactions that arrive while one runs share the next.
+        files (docs/replication.md, "What is left of a replaced body"). Redactions that arrive
+        while one runs share the next.
         """
         with self._guard:
             self._vacuum_again = True

@@ -356,3 +356,48 @@ def test_the_writer_role_applies_a_redaction_and_still_cannot_delete(
         for statement in ("UPDATE items SET body = '{}'", "INSERT INTO erased VALUES ('p', 'j', 's', 'r', 0)"):
             with pytest.raises(errors.InsufficientPrivilege):
                 tx.execute(statement)
+
+
+# -- end to end: real devices ------------------------------------------------------------------------
+
+
+def test_a_purge_on_one_device_reaches_the_server_and_a_device_restored_afterwards(
+    srv: ServerThread, database: str, tmp_path: Path, key: bytes  # noqa: F811
+) -> None:
+    """Device one stores a secret and replicates it, device two pulls it; one purges it. The server
+    then holds only skeletons, two erases it on its next pull, and a device restored afterwards never
+    sees it. Nothing of the secret's sealed item is left in the server's database."""
+    from sovseal.crypto import project_blind_id
+    from tests.replication.conftest import open_mem
+
+    project = project_blind_id("default", key)
+    api = srv.storage.create_api_key(project)
+    with open_mem(tmp_path / "one", key, srv.url, api) as one, open_mem(tmp_path / "two", key, srv.url, api) as two:
+        one.store("user.editor", "vim")
+        one.store("user.secret", "correct horse battery staple")
+        one.store("user.secret", "correct horse battery staple, v2")
+        one.store("user.pager", "less")
+        assert one.replication is not None and one.replication.flush(30)
+        secret_items = [WireItem.from_json(r) for r in served(server_items(srv.url, api, project)) if r["kind"] == "record"]
+        assert two.pull().waiting == 0 and two.get("user.secret") is not None
+        result = one.purge("user.secret", reason="stored by mistake")
+        assert len(result.erased) == 2
+        assert one.replication.flush(30)
+        rows = served(server_items(srv.url, api, project))
+        redactions = [r for r in rows if r["kind"] == "redaction"]
+        assert len(redactions) == 1 and len(redactions[0]["erased"]) == 2
+        erased = {wire for wire, _ in redactions[0]["erased"]}
+        skeletons = [r for r in rows if r["id"] in erased]
+        assert len(skeletons) == 2 and all(r["flags"] & REDACTED for r in skeletons)
+        gone = [i.sealed for i in secret_items if i.id in erased]
+        assert len(gone) == 2 and not any(b64(s) in all_bodies(srv) for s in gone)
+        assert two.pull().waiting == 0
+        assert two.get("user.secret") is None and two.get("user.editor") is not None
+        assert two.verify().ok
+        one.store("user.secret", "a new value, after the purge")  # a later write is a new record, kept
+        assert one.replication.flush(30)
+    with open_mem(tmp_path / "three", key, srv.url, api) as three:
+        assert three.pull().waiting == 0
+        assert three.get("user.secret") is not None and three.get("user.secret").payload == "a new value, after the purge"  # type: ignore[union-attr]
+        assert three.verify().ok
+    assert_gone_from_files(srv, database, gone)
