@@ -10,7 +10,6 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import itertools
-import json
 import os
 import threading
 from collections import defaultdict
@@ -829,12 +828,13 @@ class Sovseal:
         if index is not None:
             index.erase(erased)
             return
+        from .embed.fingerprint import RECORD, decode_record
+
         directory = self.path / "index"
-        recorded = directory / "model.json"
-        if recorded.exists():  # the vectors on disk go whatever model made them, and this process need not load one
+        if (directory / RECORD).exists():  # the vectors on disk go whatever model made them; no model is loaded for it
             from .index import VectorIndex
 
-            other = VectorIndex(directory, int(json.loads(recorded.read_text())["dim"]))
+            other = VectorIndex(directory, int(decode_record((directory / RECORD).read_bytes())["dim"]))
             try:
                 other.erase(erased)
             finally:
@@ -884,7 +884,12 @@ class Sovseal:
         """Replay exported or pulled items in order, verifying each; returns the suffix still waiting
         for a parent. Items already present are skipped, so importing twice is harmless."""
         self._check_open()
-        return self._store.import_items(list(items))
+        waiting = self._store.import_items(list(items))
+        with self._store.reading() as lineage:
+            erased_here = lineage.uncompacted > 0
+        if erased_here:  # a redaction came in: its content leaves this store now
+            self.compact()
+        return waiting
 
     def pull(self, *, progress: Callable[[int, int], None] | None = None) -> PullResult:
         """Fetch this project's items from the server and replay them here: restore on a second device.
@@ -899,6 +904,10 @@ class Sovseal:
                 "pull() needs a replication endpoint: pass endpoint= and api_key= (or set SOVSEAL_ENDPOINT and SOVSEAL_API_KEY)"
             )
         result = self.replication.pull(progress)
+        with self._store.reading() as lineage:
+            erased_here = lineage.uncompacted > 0
+        if erased_here:  # a redaction came in: its content leaves this device now, not at some later compaction
+            self.compact()
         with self._store.reading() as lineage:
             visible = {idx for branch in lineage.branches.values() for idx in lineage.view(branch).values()}
         if visible and (index := self._index_if_current()) is not None:  # None: another model's index, rebuild-index embeds

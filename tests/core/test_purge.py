@@ -1,0 +1,376 @@
+"""Erasure (docs/design.md, "Redaction skeletons" and "Compaction"): purge, skeletons, compaction.
+
+The central check is a scan: every byte the store directory holds (and every export) is searched
+for what a purge erased, both the sealed bytes as they were on disk and, after decrypting
+everything the key still opens, the plaintext. The lineage must stay verifiable end to end.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import os
+import random
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from sovseal import Sovseal
+from sovseal import frames as fr
+from sovseal import checkpoint as cp
+from sovseal.errors import ErasedError, IntegrityError, InvalidInputError, UnknownPathError
+from sovseal.store import CHECKPOINT
+from tests.fakes import fake_embed
+
+ROOT = str(Path(__file__).resolve().parents[2])
+SECRET = "the launch code is 7351-alpha-quebec"
+
+
+def _open(directory: Path, key: bytes) -> Sovseal:
+    return Sovseal(directory, key=key, embedder=fake_embed)
+
+
+def _sealed_entries(mem: Sovseal, path: str) -> list[bytes]:
+    """The sealed entry bytes of every version of ``path``, as its journal holds them now."""
+    store = mem._store
+    out = []
+    with store.reading() as lineage:
+        for idx in lineage.nodes.with_paths({store.path_hash(path)}):
+            frame = store.decode(store.recheck(idx))
+            assert isinstance(frame, fr.RecordFrame)
+            out.append(frame.sealed_entry)
+    return out
+
+
+def _every_file(directory: Path) -> bytes:
+    return b"\0".join(p.read_bytes() for p in sorted(directory.rglob("*")) if p.is_file())
+
+
+def _plaintexts(directory: Path, key: bytes) -> bytes:
+    """Everything the key still opens in the store: every record's entry, every event, the checkpoint."""
+    out: list[bytes] = []
+    with _open(directory, key) as mem:
+        store = mem._store
+        with store.reading() as lineage:
+            for node in lineage.nodes:
+                if not node.redacted:
+                    out.append(store.open(node.idx).entry.canonical())
+        for item in mem.export_items():
+            if item.kind == "redaction":
+                frame = fr.RedactionFrame(round(item.created_at * 1e6), tuple((bytes.fromhex(w), s) for w, s in item.erased), item.sealed)
+                out.append(repr(store._open_redaction_body(frame)).encode())
+    if (directory / CHECKPOINT).exists():
+        _, arrays = cp.read(directory / CHECKPOINT, _rest_key(key))
+        out.extend(a.tobytes() for a in arrays.values())
+    return b"\0".join(out)
+
+
+def _rest_key(key: bytes) -> bytes:
+    from sovseal.crypto import derive_subkeys
+
+    return derive_subkeys(key).k_rest
+
+
+def _vector_bytes(text: str) -> bytes:
+    vector = fake_embed([text])[0]
+    return (vector / np.linalg.norm(vector)).astype(np.float32).tobytes()
+
+
+def _history(mem: Sovseal) -> None:
+    mem.store("user.name", "Ada")
+    mem.store("user.secret", SECRET, metadata={"topic": "codes"})
+    mem.store("user.secret", SECRET + " (rotated)")
+    mem.fork(branch="experiment")
+    mem.store("user.secret", SECRET + " on a branch")
+    mem.checkout("main")
+    mem.delete("user.secret")
+    mem.store("user.secret", SECRET + " again")
+    mem.store("user.city", "Paris")
+
+
+def test_purge_erases_every_version_on_every_branch_and_the_lineage_still_verifies(tmp_path: Path, key: bytes) -> None:
+    with _open(tmp_path / "s", key) as mem:
+        _history(mem)
+        assert mem.recall("launch code", k=10)[0].path == "user.secret"
+        sealed = _sealed_entries(mem, "user.secret")
+        assert len(sealed) == 5  # four stores and the tombstone
+        result = mem.purge("user.secret", reason="stored by mistake")
+        assert len(result.erased) == 5 and result.compacted
+        assert mem.get("user.secret") is None
+        assert "user.secret" not in mem.state()
+        assert all(m.path != "user.secret" for m in mem.recall("launch code", k=10))
+        mem.checkout("experiment")
+        assert mem.get("user.secret") is None
+        assert mem.get("user.name").payload == "Ada"
+        mem.checkout("main")
+        log = mem.log()
+        assert [e.op for e in log].count("erased") == 4  # main's history: three stores and the tombstone
+        assert all(e.path == "" for e in log if e.op == "erased")
+        assert mem.get("user.city").payload == "Paris"  # written on top of erased records: still verifies
+        report = mem.verify()
+        assert report.ok, report.problems
+        assert report.erased == 5
+        with pytest.raises(ErasedError):
+            mem._store.open(mem._store.resolve(result.erased[0]))
+    data = _every_file(tmp_path / "s")
+    assert not any(s in data for s in sealed)
+    assert _vector_bytes(SECRET) not in data
+    assert b"7351" not in _plaintexts(tmp_path / "s", key)
+    with _open(tmp_path / "s", key) as again:  # restart: the same state, from the journal and the checkpoint
+        assert again.get("user.secret") is None and again.verify().ok
+        assert again.verify().erased == 5
+
+
+def test_a_write_after_the_purge_is_a_new_record_and_stays(tmp_path: Path, key: bytes) -> None:
+    with _open(tmp_path / "s", key) as mem:
+        _history(mem)
+        mem.purge("user.secret")
+        mem.store("user.secret", "a harmless value")
+        assert mem.get("user.secret").payload == "a harmless value"
+        assert mem.recall("harmless value", k=1)[0].path == "user.secret"
+        assert mem.verify().ok
+
+
+def test_purge_by_prefix_erases_every_path_under_it(tmp_path: Path, key: bytes) -> None:
+    with _open(tmp_path / "s", key) as mem:
+        mem.store("customer.42.name", "Grace")
+        mem.store("customer.42.card", "4111 1111 1111 1111")
+        mem.delete("customer.42.card")
+        mem.store("customer.43.name", "Linus")
+        mem.store("customerx", "not under the prefix")
+        result = mem.purge(prefix="customer.42.")
+        assert len(result.erased) == 3
+        assert mem.get("customer.42.name") is None and mem.get("customer.43.name").payload == "Linus"
+        assert mem.get("customerx").payload == "not under the prefix"
+        assert mem.verify().ok
+    assert b"4111" not in _plaintexts(tmp_path / "s", key)
+
+
+def test_bad_purges_are_refused_and_change_nothing(tmp_path: Path, key: bytes) -> None:
+    with _open(tmp_path / "s", key) as mem:
+        mem.store("a", 1)
+        size = mem._store.journal_size()
+        with pytest.raises(UnknownPathError, match="nothing was purged"):
+            mem.purge("never.written")
+        with pytest.raises(InvalidInputError):
+            mem.purge()
+        with pytest.raises(InvalidInputError):
+            mem.purge("a", prefix="a")
+        with pytest.raises(InvalidInputError):
+            mem.purge(prefix="")
+        assert mem._store.journal_size() == size
+        mem.purge("a")
+        again = mem.purge("a")  # already erased: nothing new, no error
+        assert again.erased == []
+
+
+def test_deferred_compaction_keeps_the_content_out_of_reads_until_compact(tmp_path: Path, key: bytes) -> None:
+    with _open(tmp_path / "s", key) as mem:
+        mem.store_many([{"path": f"bulk.{i}", "payload": "y" * 2000} for i in range(50)])  # under the auto threshold
+        _history(mem)
+        sealed = _sealed_entries(mem, "user.secret")
+        result = mem.purge("user.secret", compact=False)
+        assert not result.compacted
+        assert mem.get("user.secret") is None  # reads treat it as erased at once
+        assert all(m.path != "user.secret" for m in mem.recall("launch code", k=10))
+        assert any(s in _every_file(tmp_path / "s") for s in sealed)  # the bytes wait for compaction
+        for item in mem.export_items():  # ... but never leave: exports carry skeletons
+            assert item.sealed not in sealed
+        assert mem.verify().ok
+        report = mem.compact()
+        assert report.skeletons == 5 and report.reclaimed > 0
+    assert not any(s in _every_file(tmp_path / "s") for s in sealed)
+
+
+def test_compaction_runs_by_itself_past_the_threshold(tmp_path: Path, key: bytes) -> None:
+    with _open(tmp_path / "s", key) as mem:
+        mem.store("small", 1)
+        mem.store("big", "x" * 50_000)  # most of the journal
+        result = mem.purge("big", compact=False)
+        assert result.compacted  # over a quarter of the journal: compacted anyway
+
+
+def test_export_after_a_purge_restores_skeletons_only(tmp_path: Path, key: bytes) -> None:
+    with _open(tmp_path / "a", key) as a:
+        _history(a)
+        sealed = _sealed_entries(a, "user.secret")
+        a.purge("user.secret")
+        items = a.export_items()
+    assert [i.kind for i in items].count("redaction") == 1
+    assert not any(i.sealed in sealed for i in items)
+    with _open(tmp_path / "b", key) as b:
+        assert b.import_items(items) == []
+        assert b.get("user.secret") is None and b.get("user.city").payload == "Paris"
+        report = b.verify()
+        assert report.ok and report.erased == 5
+    assert b"7351" not in _plaintexts(tmp_path / "b", key)
+
+
+def test_a_device_holding_the_content_erases_it_when_the_redaction_arrives(tmp_path: Path, key: bytes) -> None:
+    with _open(tmp_path / "a", key) as a:
+        _history(a)
+        before = a.export_items()
+    with _open(tmp_path / "b", key) as b:  # the second device has everything, content included
+        b.import_items(before)
+        assert b.get("user.secret").payload == SECRET + " again"
+    with _open(tmp_path / "a", key) as a:
+        sealed = _sealed_entries(a, "user.secret")
+        a.purge("user.secret")
+        after = a.export_items()
+    with _open(tmp_path / "b", key) as b:
+        b.import_items(after)
+        assert b.get("user.secret") is None
+        assert b.verify().ok
+        b.import_items(before)  # an old backup replayed: the erased content is never taken back
+        assert b.get("user.secret") is None
+    assert not any(s in _every_file(tmp_path / "b") for s in sealed)
+    assert _vector_bytes(SECRET + " again") not in _every_file(tmp_path / "b")
+
+
+def test_a_tampered_redaction_or_skeleton_is_refused(tmp_path: Path, key: bytes) -> None:
+    with _open(tmp_path / "a", key) as a:
+        _history(a)
+        a.purge("user.secret")
+        items = a.export_items()
+    redaction = next(i for i in items if i.kind == "redaction")
+    skeleton = next(i for i in items if i.kind == "record" and i.flags & fr.REDACTED)
+    other = next(i for i in items if i.kind == "record" and not i.flags & fr.REDACTED)
+    forged = [
+        dataclasses.replace(redaction, erased=redaction.erased[:-1]),  # one record kept back
+        dataclasses.replace(redaction, erased=((other.id, redaction.erased[0][1]), *redaction.erased[1:])),  # another record erased
+        dataclasses.replace(redaction, created_at=redaction.created_at + 1),
+    ]
+    for bad in forged:
+        with _open(tmp_path / "b", key) as b:
+            b.import_items([i for i in items if i.kind != "redaction"])
+            with pytest.raises(IntegrityError):
+                b.import_items([bad])
+    moved = dataclasses.replace(skeleton, path_hash=other.path_hash)  # a skeleton moved onto another path
+    with _open(tmp_path / "c", key) as c:
+        position = items.index(skeleton)
+        with pytest.raises(IntegrityError):
+            c.import_items([*items[:position], moved])
+
+
+def test_a_restored_checkpoint_knows_what_was_erased(tmp_path: Path, key: bytes) -> None:
+    with _open(tmp_path / "s", key) as mem:
+        mem.store_many([{"path": f"note.{i}", "payload": f"note number {i}"} for i in range(1200)])
+        mem.store("user.secret", SECRET)
+        mem.recall("note", k=1)
+        mem.purge("user.secret")
+    assert (tmp_path / "s" / CHECKPOINT).exists()
+    with _open(tmp_path / "s", key) as mem:
+        assert mem._store.restored is not None
+        assert mem.get("user.secret") is None
+        assert all(m.path != "user.secret" for m in mem.recall("launch code", k=5))
+        assert mem.verify().erased == 1
+    assert b"7351" not in _plaintexts(tmp_path / "s", key)
+
+
+WRITER = """
+import sys, time
+from pathlib import Path
+sys.path.insert(0, sys.argv[3])
+from sovseal import Sovseal
+from tests.fakes import fake_embed
+
+directory, key = Path(sys.argv[1]), bytes.fromhex(sys.argv[2])
+with Sovseal(directory, key=key, embedder=fake_embed, lock_timeout=60) as mem, open(directory / "acked", "a") as acked:
+    i = 0
+    while not (directory / "stop").exists():
+        mem.store(f"live.{i}", {"i": i})
+        acked.write(f"live.{i}\\n"); acked.flush()
+        assert mem.get(f"live.{max(0, i - 5)}") is not None
+        i += 1
+"""
+
+
+def test_writers_and_readers_in_other_processes_keep_going_during_compaction(tmp_path: Path, key: bytes) -> None:
+    directory = tmp_path / "s"
+    with _open(directory, key) as mem:
+        mem.store_many([{"path": f"bulk.{i}", "payload": "y" * 2000} for i in range(2000)])
+        mem.store("user.secret", SECRET)
+    writer = subprocess.Popen([sys.executable, "-c", WRITER, str(directory), key.hex(), ROOT])
+    try:
+        deadline = time.time() + 60
+        while not (directory / "acked").exists() or len((directory / "acked").read_text().split()) < 20:
+            assert time.time() < deadline and writer.poll() is None
+            time.sleep(0.05)
+        with _open(directory, key) as mem:
+            mem.purge("user.secret", compact=False)
+            for _ in range(3):
+                report = mem.compact()
+                assert report.paused < report.seconds
+            assert writer.poll() is None  # still writing
+    finally:
+        (directory / "stop").touch()
+        assert writer.wait(timeout=60) == 0
+    acked = (directory / "acked").read_text().split()
+    with _open(directory, key) as mem:
+        assert all(mem.get(path) is not None for path in acked)
+        assert mem.get("user.secret") is None
+        assert mem.verify().ok
+
+
+CRASHER = """
+import os, random, signal, sys, threading, time
+from pathlib import Path
+sys.path.insert(0, sys.argv[4])
+from sovseal import Sovseal
+from tests.fakes import fake_embed
+
+directory, key, delay = Path(sys.argv[1]), bytes.fromhex(sys.argv[2]), float(sys.argv[3])
+with Sovseal(directory, key=key, embedder=fake_embed) as mem:
+    mem.store("late.write", {"v": 1})
+    mem.purge("user.secret", compact=False)
+    threading.Timer(delay, lambda: os.kill(os.getpid(), signal.SIGKILL)).start()
+    mem.compact()
+    os.kill(os.getpid(), signal.SIGKILL)
+"""
+
+
+def test_sigkill_at_random_points_of_compaction_loses_nothing_acknowledged(tmp_path: Path, key: bytes) -> None:
+    template = tmp_path / "template"
+    with _open(template, key) as mem:
+        mem.store_many([{"path": f"bulk.{i}", "payload": "z" * 3000} for i in range(3000)])
+        mem.store("user.secret", SECRET)
+        sealed = _sealed_entries(mem, "user.secret")
+    rng = random.Random(23)
+    outcomes = set()
+    for round_ in range(8):
+        directory = tmp_path / f"r{round_}"
+        subprocess.run(["cp", "-a", str(template), str(directory)], check=True)
+        delay = rng.uniform(0.0, 1.2)
+        done = subprocess.run([sys.executable, "-c", CRASHER, str(directory), key.hex(), str(delay), ROOT], check=False, timeout=120)
+        assert done.returncode == -signal.SIGKILL
+        compacted = not any(s in (directory / "journal.log").read_bytes() for s in sealed)
+        outcomes.add(compacted)
+        with _open(directory, key) as mem:
+            assert mem.get("late.write").payload == {"v": 1}
+            assert mem.get("user.secret") is None  # the redaction was acknowledged before the kill
+            assert mem.get("bulk.2999") is not None
+            report = mem.verify()
+            assert report.ok, report.problems
+            mem.compact()  # whatever the kill left, the next compaction finishes the job
+        assert not any(s in (directory / "journal.log").read_bytes() for s in sealed)
+    assert outcomes  # (which rounds finished before the kill depends on the machine: both are correct)
+
+
+def test_compaction_refuses_a_damaged_journal_and_changes_nothing(tmp_path: Path, key: bytes) -> None:
+    directory = tmp_path / "s"
+    with _open(directory, key) as mem:
+        mem.store("a", "first")
+        mem.store("b", "second")
+        mem.purge("a", compact=False)
+    journal = directory / "journal.log"
+    data = bytearray(journal.read_bytes())
+    data[120] ^= 1  # inside the first frames
+    journal.write_bytes(bytes(data))
+    with _open(directory, key) as mem:
+        with pytest.raises(Exception, match="damage|authentication"):
+            mem.compact()
+    assert journal.read_bytes() == bytes(data)
