@@ -132,7 +132,12 @@ class SqliteDatabase(Database):
         A reader that holds an older snapshot makes the checkpoint stop short (SQLite says busy):
         then False, and the server tries again after a later write.
         """
-        busy, _log, _done = self._conn().execute("PRAGMA wal_checkpoint(TRUNCATE)").fetchone()
+        conn = self._conn()
+        conn.execute("PRAGMA busy_timeout=1000")  # a push waits for this: not the 30 s a transaction may wait
+        try:
+            busy, _log, _done = conn.execute("PRAGMA wal_checkpoint(TRUNCATE)").fetchone()
+        finally:
+            conn.execute("PRAGMA busy_timeout=30000")
         return not busy
 
     def vacuum(self) -> None:

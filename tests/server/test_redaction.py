@@ -401,3 +401,40 @@ def test_a_purge_on_one_device_reaches_the_server_and_a_device_restored_afterwar
         assert three.get("user.secret") is not None and three.get("user.secret").payload == "a new value, after the purge"  # type: ignore[union-attr]
         assert three.verify().ok
     assert_gone_from_files(srv, database, gone)
+
+
+def test_an_sqlite_database_from_before_secure_delete_is_rewritten_once_on_upgrade(tmp_path: Path) -> None:
+    """Schema 3 freed pages without zeroing them: a released held body could still sit in one.
+    The upgrade to 4 adds ``erased`` and rewrites the file, so none does."""
+    import sqlite3
+
+    from sovseal.server import open_storage
+    from sovseal.server.schema import SCHEMA_VERSION
+
+    path = tmp_path / "old.sqlite3"
+    open_storage(path).close()  # today's schema; made to look like version 3 below
+    leftover = b64(os.urandom(3000))  # bigger than a page: overflow pages, freed whole
+    with sqlite3.connect(path) as conn:
+        conn.execute("PRAGMA secure_delete=OFF")
+        conn.execute("DROP TABLE erased")
+        conn.execute("UPDATE sovseal_meta SET value = '3' WHERE name = 'schema'")
+        conn.execute(
+            "INSERT INTO held (project, hseq, id, after_id, kind, parent, branch, digest, body, received_at) "
+            "VALUES ('p', 1, 'i', '', 'record', '', 'b', 'd', ?, 0)",
+            (leftover,),
+        )
+        conn.commit()
+        conn.execute("UPDATE held SET released = 1, body = '' WHERE id = 'i'")  # what a release did
+        conn.commit()
+        conn.execute("PRAGMA wal_checkpoint(TRUNCATE)")
+    assert leftover[1000:1100].encode() in path.read_bytes()  # still in a freed page
+    storage = open_storage(path)
+    try:
+        with storage.reads.reader() as tx:
+            assert tx.execute("SELECT value FROM sovseal_meta WHERE name = 'schema'")[0][0] == str(SCHEMA_VERSION)
+            assert tx.execute("SELECT COUNT(*) FROM erased")[0][0] == 0
+            assert tx.execute("PRAGMA secure_delete")[0][0] == 1
+    finally:
+        storage.close()
+    blob = b"".join(p.read_bytes() for p in tmp_path.glob("old.sqlite3*"))
+    assert leftover[1000:1100].encode() not in blob
