@@ -146,9 +146,58 @@ _QUOTED_KEYS: dict[str, str] = {}
 _QUOTED_KEYS_MAX = 4096
 _QUOTED_KEY_CHARS = 64
 
+#: Object shapes already laid out: the tuple of an object's keys, in the object's own order, to the
+#: keys in canonical order and each one's member prefix (``{"key":`` for the first, ``,"key":`` after).
+#: Records of one application repeat a few shapes (an entry's, its payload's), and one lookup replaces
+#: the key check, the sort and a lookup per key. Only objects whose keys are all plain ``str`` (short
+#: ones, few of them) are remembered, and no new shape once full. A lookup can only match keys equal to
+#: the remembered ones, which are emitted from their value as a miss would emit them.
+_SHAPES: dict[tuple[str, ...], tuple[tuple[str, ...], tuple[str, ...]]] = {}
+_SHAPES_MAX = 512
+_SHAPE_KEYS = 32
+
 
 def _emit_dict(value: dict[Any, Any], out: _Out) -> None:
     """Emit an object with members sorted by the UTF-16 code units of their keys (RFC 8785 3.2.3)."""
+    shape = tuple(value)
+    laid_out = _SHAPES.get(shape)
+    if laid_out is None:
+        laid_out = _layout(value, shape)
+        if laid_out is None:  # keys that are not all plain short str: laid out on every call
+            _emit_members(value, out)
+            return
+    keys, prefixes = laid_out
+    for key, prefix in zip(keys, prefixes):
+        out(prefix)
+        item = value[key]
+        t = type(item)
+        if t is str:  # the common member, emitted without a call
+            out(_quote(item))
+        elif t is dict:
+            _emit_dict(item, out)
+        else:
+            _emit(item, out)
+    out("}" if keys else "{}")
+
+
+def _layout(value: dict[Any, Any], shape: tuple[Any, ...]) -> tuple[tuple[str, ...], tuple[str, ...]] | None:
+    """The sorted keys and member prefixes of an object whose keys are all plain short str (remembered
+    while there is room); None for any other object."""
+    if len(shape) > _SHAPE_KEYS or any(type(key) is not str or len(key) > _QUOTED_KEY_CHARS for key in shape):
+        return None
+    try:
+        keys = tuple(sorted(shape) if "".join(shape).isascii() else sorted(shape, key=_utf16_key))
+    except UnicodeEncodeError:  # a lone surrogate in a key: the slow path names it
+        raise _Reject from None
+    prefixes = tuple(("{" if i == 0 else ",") + _quote(key) + ":" for i, key in enumerate(keys))
+    laid_out = (keys, prefixes)
+    if len(_SHAPES) < _SHAPES_MAX:
+        _SHAPES[shape] = laid_out
+    return laid_out
+
+
+def _emit_members(value: dict[Any, Any], out: _Out) -> None:
+    """:func:`_emit_dict` for an object whose shape is not remembered (any keys; non-str ones rejected)."""
     try:
         ascii_only = "".join(value).isascii()  # one pass in C; a key that is not a str raises TypeError
     except TypeError:

@@ -139,6 +139,30 @@ def test_quoted_keys_are_remembered_for_plain_str_keys_only() -> None:
     assert "x" * 100 not in canonical_module._QUOTED_KEYS
 
 
+def test_object_shapes_are_remembered_without_changing_bytes() -> None:
+    """An object's shape (its keys, in its own order) is laid out once: the same keys in another
+    order, a str subclass equal to a remembered key, keys that are not ASCII and keys with a lone
+    surrogate give the bytes the first call gives, and the memory stays bounded."""
+    shape = {"b": 1, "a": "x", "\ue000": None, "\U0001f600": [True]}
+    expected = '{"a":"x","b":1,"\U0001f600":[true],"\ue000":null}'.encode()
+    for _ in range(2):  # laid out, then from memory
+        assert canonicalize(shape) == expected
+        assert canonicalize(dict(reversed(shape.items()))) == expected
+    assert canonicalize({"zz": 1}) == canonicalize({_EqualsEverything("zz"): 1}) == b'{"zz":1}'
+    assert canonicalize({_EqualsEverything("zz"): 1, "a": 2}) == b'{"a":2,"zz":1}'
+    for _ in range(2):
+        with pytest.raises(CanonicalizationError, match="surrogate"):
+            canonicalize({"ok": 1, "bad\udc00": 2})
+        with pytest.raises(CanonicalizationError, match="key"):
+            canonicalize({"ok": 1, 2: 2})
+    for i in range(canonical_module._SHAPES_MAX + 10):
+        assert canonicalize({f"shape-{i}": i}) == f'{{"shape-{i}":{i}}}'.encode()
+    assert len(canonical_module._SHAPES) <= canonical_module._SHAPES_MAX
+    wide = {f"k{i:02}": i for i in range(canonical_module._SHAPE_KEYS + 1)}
+    assert canonicalize(wide) == json.dumps(wide, sort_keys=True, separators=(",", ":")).encode()
+    assert tuple(wide) not in canonical_module._SHAPES
+
+
 @pytest.mark.parametrize(
     ("value", "path_fragment", "advice"),
     [
