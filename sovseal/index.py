@@ -19,9 +19,14 @@ docs/design.md).
   ``ivf_min_rows`` (8,000) vectors a search is exact (one matrix-vector product). From there on the
   worker builds an IVF index in the background (spherical k-means into about 4·√n lists, the
   matrix reordered list by list, similar lists next to each other); a search scans the lists
-  nearest to the query (5 % of them, at least 64) plus the rows added since the last build,
-  exactly. The index is rebuilt in the background when a quarter more rows have arrived. A search
-  over few allowed records (a selective filter, a small branch) is always exact.
+  nearest to the query (5 % of them, at least 64). Rows added since the last build are placed in
+  their nearest list by the worker (and that placement kept in the snapshot), so a search reads
+  only those in the lists it probes; rows not placed yet are scanned whole. The index is rebuilt
+  in the background when a quarter more rows have arrived. A search over few allowed records (a
+  selective filter, a small branch) is always exact.
+- From SKETCH_MIN_ROWS (200,000) rows on, a search that would scan many rows scans a
+  quarter-width projection of them first and rescores the best few hundred exactly
+  (:mod:`sovseal.vector_sketch`): the scores returned are always the exact float32 cosines.
   docs/recall.md gives the measured recall@10 against exact search.
 
 Why an index from 8,000 vectors on: a recall right after its query was embedded finds the
@@ -41,15 +46,17 @@ import os
 import shutil
 import sys
 import threading
+import warnings
 from collections.abc import Iterable
 from dataclasses import dataclass
+from dataclasses import field as dataclass_field
 from datetime import timedelta
 from pathlib import Path
 from typing import Any
 
 import numpy as np
 
-from . import vector_snapshot
+from . import vector_sketch, vector_snapshot
 from .filelock import WriterLock
 
 log = logging.getLogger(__name__)
@@ -71,6 +78,14 @@ IVF_MIN_PROBE = 64
 #: Seconds after opening from a snapshot before the mapped matrix is made resident in the
 #: background (a process that lives that long will search it again: see _warm).
 WARM_DELAY = 2.0
+#: From this many rows on, an index with an IVF keeps a sketch (:mod:`sovseal.vector_sketch`) and a
+#: search that scans at least SKETCH_MIN_SCAN rows scores them there first, then rescores the best
+#: max(RESCORE_PER_RESULT * limit, RESCORE_MIN) exactly. Below, the scan reads few enough bytes
+#: that the rescoring's gathers would cost about what the sketch saves.
+SKETCH_MIN_ROWS = 200_000
+SKETCH_MIN_SCAN = 8_000
+RESCORE_PER_RESULT = 4
+RESCORE_MIN = 400
 #: k-means iterations and training sample per list.
 _KMEANS_ITERATIONS = 10
 _SAMPLE_PER_LIST = 64
@@ -80,11 +95,19 @@ _SAMPLE_PER_LIST = 64
 class _Ivf:
     centroids: np.ndarray  # (lists, dim), unit rows
     offsets: list[int]  # lists + 1 of them: list l holds matrix rows offsets[l]:offsets[l+1]
-    trained_rows: int  # rows at or past this were added after the build: scanned exactly
+    trained_rows: int  # rows at or past this were added after the build
+    #: The list of each row added after the build, in row order from trained_rows (its nearest
+    #: centroid, assigned by the worker); rows past these are scanned exactly.
+    tail_lists: np.ndarray = dataclass_field(default_factory=lambda: np.zeros(0, dtype=np.int32))
 
     @property
     def lists(self) -> int:
         return len(self.centroids)
+
+    @property
+    def assigned_rows(self) -> int:
+        """Rows below this are in a list (the trained ones by position, the others by tail_lists)."""
+        return self.trained_rows + len(self.tail_lists)
 
 
 def _import_lancedb() -> Any:
@@ -143,13 +166,15 @@ class VectorIndex:
         self._top = -1  # the highest node with a vector
         self.replaced = 0  # vectors overwritten by a later add: what callers derived from the old ones is stale
         self._ivf: _Ivf | None = None
-        self._build_lock = threading.Lock()
+        self._sketch: vector_sketch.Sketch | None = None  # see vector_sketch; swapped under _lock
+        self._build_lock = threading.Lock()  # one thread at a time builds the IVF or catches it up
         self._loaded = threading.Event()
         self._table_lock = threading.Lock()
         self._db: Any = None
         self._table: Any = None
         self._table_open = False  # the table was opened (and its nodes read) by this handle
         self._snapshot: tuple[str, int] | None = None  # (generation, rows) the matrix starts from
+        self._snapshot_tail = 0  # rows added after the IVF build whose list the snapshot on disk holds
         self._snapshot_order = False  # rows below the snapshot's are still in its order (no rebuild, no replacement)
         self._wake = threading.Event()
         self._stop = threading.Event()
@@ -193,7 +218,8 @@ class VectorIndex:
         self._top = top - 1
         self._indexed = set(found.row_node.tolist())
         if found.centroids is not None and found.offsets is not None:
-            self._ivf = _Ivf(found.centroids, found.offsets, found.trained_rows)
+            self._ivf = _Ivf(found.centroids, found.offsets, found.trained_rows, found.tail_lists)
+            self._snapshot_tail = len(found.tail_lists)
         self._snapshot = (found.gen, rows)
         self._snapshot_order = True
         self._loaded.set()
@@ -207,7 +233,10 @@ class VectorIndex:
         command) reads a few megabytes; one that lives past WARM_DELAY will keep searching, and a
         search over pages not yet mapped pays a fault per 4 KB page (tens of milliseconds per
         query at a million rows). Touching one float of every row maps every page; the pages are
-        the file's, so the kernel may still drop them under memory pressure.
+        the file's, so the kernel may still drop them under memory pressure. The sketch is built
+        from the resident rows next, and the rows added after the IVF build that the snapshot did
+        not place in a list are placed (:meth:`_catch_up`); the worker does that only once this
+        is done, so that a short-lived process never reads the whole matrix.
         """
         if self._stop.wait(WARM_DELAY):
             return
@@ -217,6 +246,10 @@ class VectorIndex:
             if self._stop.is_set():
                 return
             np.add.reduce(matrix[start : start + 8192, 0])
+        try:
+            self._catch_up()
+        except Exception as exc:  # noqa: BLE001 - searches scan the matrix instead; the worker retries
+            log.warning("catching the IVF index up failed: %s", exc)
         self.warmed.set()
 
     def _opened_table(self):  # noqa: ANN202 - lancedb's Table type is not exported stably
@@ -338,6 +371,9 @@ class VectorIndex:
                 else:
                     self.replaced += 1
                     self._snapshot_order = False
+                    sketch = self._sketch
+                    if sketch is not None and row < sketch.rows:
+                        sketch.data[row] = np.asarray(vector, dtype=np.float32) @ sketch.basis
                 self._matrix[row] = vector
                 if persist and node not in self._indexed:
                     self._pending[node] = self._matrix[row]
@@ -422,6 +458,39 @@ class VectorIndex:
         if self._adds_since_compact >= self._compact_every:
             self.compact()
 
+    def forget(self, nodes: Iterable[int]) -> None:
+        """Drop erased records' vectors from memory: pending ones, and their rows (zeroed; a later
+        snapshot is written whole, so no file this process writes holds them)."""
+        with self._lock:
+            for node in nodes:
+                self._pending.pop(node, None)
+                row = int(self._node_row[node]) if node < len(self._node_row) else -1
+                if row >= 0 and self._matrix[row].any():
+                    self._matrix[row] = 0
+                    self._snapshot_order = False
+
+    def erase(self, nodes: Iterable[int]) -> None:
+        """Remove erased records' vectors everywhere (docs/design.md, "Redaction skeletons").
+
+        From memory (:meth:`forget`), from the LanceDB table, whose old versions and deletion files
+        are then removed (LanceDB keeps every version otherwise), and from the snapshot, rewritten
+        whole without them. Raises if the table cannot be rewritten: the caller reports it.
+        """
+        gone = sorted(set(nodes))
+        if not gone or self.read_only:
+            return
+        self._loaded.wait()
+        self.forget(gone)
+        self.flush()
+        self._open_table_now()
+        if self._table is not None:
+            for start in range(0, len(gone), 1000):
+                self._table.delete(f"node IN ({','.join(str(n) for n in gone[start : start + 1000])})")
+            with warnings.catch_warnings():  # that other processes' old versions go is the point here
+                warnings.simplefilter("ignore", UserWarning)
+                self._table.optimize(cleanup_older_than=timedelta(0), delete_unverified=True)
+        self.save_snapshot()
+
     def compact(self) -> None:
         """Merge the small fragments that batched adds leave behind, and drop old versions."""
         if self._table_open and self._table is not None:
@@ -443,6 +512,8 @@ class VectorIndex:
             try:
                 if self._ivf_due():
                     self.build_ivf()
+                if self.warmed.is_set():  # else the warm thread does it first (see _warm)
+                    self._catch_up()
             except Exception as exc:  # noqa: BLE001 - searches stay exact; retried when more rows arrive
                 log.warning("building the IVF index failed: %s", exc)
 
@@ -474,20 +545,21 @@ class VectorIndex:
                 return
             matrix, rows, row_node, ivf = self._matrix, self._rows, self._row_node[: self._rows].copy(), self._ivf
             snapshot, in_order = self._snapshot, self._snapshot_order
-        ivf_meta = None if ivf is None else (ivf.centroids, ivf.offsets, ivf.trained_rows)
+        ivf_meta = None if ivf is None else (ivf.centroids, ivf.offsets, ivf.trained_rows, ivf.tail_lists)
+        tail = 0 if ivf is None else len(ivf.tail_lists)
         lock = WriterLock(self.directory / _OPEN_LOCK, timeout=_OPEN_LOCK_TIMEOUT)
         try:
             lock.acquire()
             try:
                 on_disk = vector_snapshot.current(self.directory)
                 if snapshot is not None and on_disk == snapshot and in_order:
-                    if rows == snapshot[1]:
+                    if rows == snapshot[1] and tail == self._snapshot_tail:
                         return
                     if vector_snapshot.append(self.directory, snapshot[0], matrix, snapshot[1], rows, row_node, ivf_meta):
-                        self._snapshot = (snapshot[0], rows)
+                        self._snapshot, self._snapshot_tail = (snapshot[0], rows), tail
                         return
                 gen = vector_snapshot.write_full(self.directory, matrix, rows, row_node, ivf_meta)
-                self._snapshot, self._snapshot_order = (gen, rows), True
+                self._snapshot, self._snapshot_order, self._snapshot_tail = (gen, rows), True, tail
             finally:
                 lock.release()
         finally:
@@ -503,11 +575,50 @@ class VectorIndex:
         return ivf is None or rows - ivf.trained_rows >= max(ivf.trained_rows // 4, self.ivf_min_rows // 4)
 
     def wait_ivf(self, timeout: float | None = None) -> bool:
-        """Build the IVF index now if one is due (benchmarks and tests); True when one is in use."""
+        """Build the IVF index now if one is due and catch it up (rows added since placed in
+        their lists, the sketch extended) (benchmarks and tests); True when one is in use."""
         self._loaded.wait(timeout)
         if self._ivf_due():
             self.build_ivf()
+        self._catch_up()
         return self._ivf is not None
+
+    def _catch_up(self) -> None:
+        """Place the rows added since the IVF build in their lists (nearest centroid), and build
+        or extend the sketch to every row (worker and warm thread; a build in between wins).
+
+        A search then reads of those rows only the ones in the lists it probes, as it does of
+        the trained rows, instead of every one: at a million rows, up to a quarter of a million
+        rows (384 MB) per search before the next build. The work is done outside the index lock
+        on rows that do not move (a build swaps the matrix only under _build_lock, held here);
+        the results are kept only if no build and no replaced vector came in between.
+        """
+        with self._build_lock:
+            with self._lock:
+                ivf, rows, matrix, sketch, replaced = self._ivf, self._rows, self._matrix, self._sketch, self.replaced
+            if ivf is None:
+                return
+            start = ivf.assigned_rows
+            if rows > start:
+                lists = _nearest(matrix[start:rows], ivf.centroids).astype(np.int32)
+                with self._lock:
+                    if self._ivf is ivf and ivf.assigned_rows == start:
+                        ivf.tail_lists = np.concatenate([ivf.tail_lists, lists])
+            if sketch is None and rows < SKETCH_MIN_ROWS:
+                return
+            old = sketch
+            if old is None:
+                sketch = vector_sketch.build(matrix, rows, self.dim, self._stop.is_set)
+            elif rows > old.rows:
+                sketch = vector_sketch.extended(old, matrix, rows, self._stop.is_set)
+            else:
+                return
+            if sketch is None:
+                return
+            with self._lock:
+                if self._ivf is ivf and self._sketch is old and self.replaced == replaced:
+                    sketch.rows = rows
+                    self._sketch = sketch
 
     def build_ivf(self) -> None:
         """Cluster the current rows and reorder the matrix list by list (runs in the worker)."""
@@ -540,6 +651,7 @@ class VectorIndex:
         order = np.argsort(assign, kind="stable")
         offsets = np.searchsorted(assign[order], np.arange(lists + 1)).tolist()
         reordered = data[order]
+        sketch = vector_sketch.build(reordered, rows, self.dim, self._stop.is_set) if rows >= SKETCH_MIN_ROWS else None
         with self._lock:
             extra = self._rows - rows  # rows added while we clustered: they stay in the exact tail
             capacity = max(len(self._matrix), self._rows)
@@ -554,6 +666,7 @@ class VectorIndex:
             for node in self._pending:
                 self._pending[node] = self._matrix[self._node_row[node]]
             self._ivf = _Ivf(centroids.astype(np.float32), offsets, rows)
+            self._sketch = sketch
             self.ivf_builds += 1
             self._snapshot_order = False
 
@@ -623,10 +736,10 @@ class VectorIndex:
         return found.nodes, found.scores
 
     def search_scored(self, vector: np.ndarray, limit: int, allowed: np.ndarray, *, exact: bool = False, keep: bool = False) -> Dense:
-        """:meth:`search_arrays`, and with ``keep`` the cosines the search computed on its way (of
-        every row in an exact scan of the whole matrix, of the rows of the lists an IVF search
-        probed), by node: recall reads its other candidates' and their neighbours' there instead
-        of computing them again."""
+        """:meth:`search_arrays`, and with ``keep`` the exact cosines the search computed on its way
+        (of every row in an exact scan of the whole matrix, of the rows of the lists an IVF search
+        probed, or with a sketch of the rows it scored again exactly), by node: recall reads its
+        other candidates' and their neighbours' there instead of computing them again."""
         vector = np.asarray(vector, dtype=np.float32)
         empty = Dense(np.zeros(0, dtype=np.int64), np.zeros(0, dtype=np.float32), None)
         if limit <= 0:
@@ -677,38 +790,51 @@ class VectorIndex:
     def _search_ivf(
         self, ivf: _Ivf, vector: np.ndarray, limit: int, allowed: np.ndarray, by_node: np.ndarray | None
     ) -> tuple[np.ndarray, np.ndarray] | None:
-        """Scan the ``nprobe`` lists nearest to the query and the rows added since the build.
+        """Scan the ``nprobe`` lists nearest to the query: their trained rows, their rows added
+        since the build, and the rows not yet placed in a list (None: fewer than ``limit`` of
+        the rows scanned are allowed; the caller searches exactly).
 
         One dot product per run of adjacent probed lists (a slice of the matrix, never a copy);
         which rows are allowed is checked once over all of them. The runs are worked out in plain
         Python: for some 64 lists that is a dozen numpy calls fewer, and right after a query
-        embedding has flushed the CPU caches each numpy call costs several microseconds.
+        embedding has flushed the CPU caches each numpy call costs several microseconds. With a
+        sketch and many rows to scan, see :meth:`_rescored`.
         """
         probe = max(IVF_MIN_PROBE, math.ceil(self.probe_fraction * ivf.lists))
         if probe < ivf.lists:
-            chosen = np.argpartition(-_dot(ivf.centroids, vector), probe - 1)[:probe].tolist()
+            chosen = np.argpartition(-_dot(ivf.centroids, vector), probe - 1)[:probe]
             chosen.sort()
         else:
-            chosen = list(range(ivf.lists))
+            chosen = np.arange(ivf.lists)
         offsets = ivf.offsets
         runs: list[list[int]] = []  # [start, end) rows; a list that starts where the last run ends extends it
-        for lst in chosen:
+        for lst in chosen.tolist():
             start, end = offsets[lst], offsets[lst + 1]
             if runs and runs[-1][1] == start:
                 runs[-1][1] = end
             elif start < end:
                 runs.append([start, end])
-        tail, rows = ivf.trained_rows, self._rows
-        if rows > tail:  # added since the build
-            if runs and runs[-1][1] == tail:
+        tail_lists, rows = ivf.tail_lists, self._rows
+        picked = _EMPTY_ROWS  # rows added since the build, in a probed list
+        if len(tail_lists):
+            probed = np.zeros(ivf.lists, dtype=bool)
+            probed[chosen] = True
+            picked = ivf.trained_rows + np.flatnonzero(probed[tail_lists])
+        unplaced = ivf.assigned_rows
+        if rows > unplaced:  # not placed in a list yet: scanned whole
+            if runs and runs[-1][1] == unplaced:
                 runs[-1][1] = rows
             else:
-                runs.append([tail, rows])
-        if not runs:
+                runs.append([unplaced, rows])
+        scanned = sum(b - a for a, b in runs) + len(picked)
+        if scanned < limit:
             return None
+        sketch = self._sketch
+        if sketch is not None and scanned >= SKETCH_MIN_SCAN and scanned > _rescore_count(limit):
+            return self._rescored(sketch, vector, limit, allowed, by_node, runs, picked)
         matrix, row_node = self._matrix, self._row_node
-        scores = np.concatenate([_dot(matrix[a:b], vector) for a, b in runs])
-        nodes = np.concatenate([row_node[a:b] for a, b in runs])
+        scores = np.concatenate([_dot(matrix[a:b], vector) for a, b in runs] + [_dot(_gather(matrix, picked), vector)])
+        nodes = np.concatenate([row_node[a:b] for a, b in runs] + [row_node[picked]])
         if by_node is not None:
             by_node[nodes] = scores
         wanted = allowed[nodes]
@@ -717,6 +843,109 @@ class VectorIndex:
         if len(nodes) < limit:
             return None  # too few allowed rows near the query: the caller searches exactly
         return _top(nodes, scores, limit)
+
+    def _rescored(
+        self,
+        sketch: vector_sketch.Sketch,
+        vector: np.ndarray,
+        limit: int,
+        allowed: np.ndarray,
+        by_node: np.ndarray | None,
+        runs: list[list[int]],
+        picked: np.ndarray,
+    ) -> tuple[np.ndarray, np.ndarray] | None:
+        """The rows of ``runs`` and ``picked`` scored in the sketch, the best allowed
+        ``_rescore_count(limit)`` of them scored exactly from the matrix, with the rows the
+        sketch does not cover yet. Only exact cosines are returned and kept in ``by_node``."""
+        covered = sketch.rows
+        near = [(a, min(b, covered)) for a, b in runs if a < covered]
+        beyond = [np.arange(max(a, covered), b) for a, b in runs if b > covered]
+        inside = picked[picked < covered]
+        beyond.append(picked[picked >= covered])
+        data, row_node = sketch.data, self._row_node
+        query = vector @ sketch.basis
+        approx = np.concatenate([_dot(data[a:b], query) for a, b in near] + [_dot(_gather(data, inside), query)])
+        keep = _rescore_count(limit)
+        candidates = _best_allowed(approx, keep, near, inside, allowed, row_node)
+        rows = np.concatenate([candidates, *beyond])
+        nodes = row_node[rows]
+        scores = _dot(_gather(self._matrix, rows), vector)
+        if by_node is not None:
+            by_node[nodes] = scores
+        wanted = allowed[nodes]
+        if not wanted.all():
+            nodes, scores = nodes[wanted], scores[wanted]
+        if len(nodes) < limit:
+            return None  # too few allowed rows near the query: the caller searches exactly
+        return _top(nodes, scores, limit)
+
+
+def _best_allowed(
+    approx: np.ndarray, keep: int, runs: list[tuple[int, int]], picked: np.ndarray, allowed: np.ndarray, row_node: np.ndarray
+) -> np.ndarray:
+    """The rows of the ``keep`` best ``approx`` scores among the allowed rows (``approx`` scores
+    the runs' rows, then ``picked``).
+
+    Which rows are allowed is checked on the best 4 * keep rows first: when at least ``keep`` of
+    them are (a recall over HEAD, where older versions of a path are not, or a loose filter), the
+    best allowed rows are among them, and the mask is not read for the tens of thousands of
+    others. Else every row is checked."""
+    first = _FIRST_LOOK * keep
+    best = _highest(approx, first)
+    rows = _rows_at(best, runs, picked)
+    fine = np.flatnonzero(allowed[row_node[rows]])
+    if len(fine) < keep and len(best) < len(approx):  # too few allowed among them: check every row
+        every = np.concatenate([row_node[a:b] for a, b in runs] + [row_node[picked]])
+        fine = np.flatnonzero(allowed[every])
+        if len(fine) > keep:
+            fine = fine[np.argpartition(-approx[fine], keep - 1)[:keep]]
+        return _rows_at(fine, runs, picked)
+    if len(fine) > keep:
+        fine = fine[np.argpartition(-approx[best[fine]], keep - 1)[:keep]]
+    return rows[fine]
+
+
+_FIRST_LOOK = 4
+
+
+def _highest(values: np.ndarray, count: int) -> np.ndarray:
+    """The positions of at least ``count`` of the highest ``values`` (about 1.5 times as many,
+    in no order; all of them when there are no more than that).
+
+    A threshold estimated on an evenly spaced sample of 4,096 values, then one comparison pass:
+    0.05 ms over 50,000 values against 0.4 for ``argpartition``. The rows kept are rescored
+    exactly, so a few more than asked cost nothing but their gather; if the estimate keeps
+    fewer, ``argpartition`` decides."""
+    if len(values) <= count:
+        return np.arange(len(values))
+    step = max(1, len(values) // 4096)
+    sample = values[::step]
+    rank = min(len(sample) - 1, (3 * count) // (2 * step) + 1)  # from the top
+    threshold = np.partition(sample, len(sample) - 1 - rank)[len(sample) - 1 - rank]
+    found = np.flatnonzero(values >= threshold)
+    if len(found) >= count:
+        return found
+    return np.argpartition(-values, count - 1)[:count]
+
+
+def _rows_at(positions: np.ndarray, runs: list[tuple[int, int]], picked: np.ndarray) -> np.ndarray:
+    """The matrix rows at ``positions`` of the runs' rows followed by ``picked``, concatenated."""
+    lengths = np.array([b - a for a, b in runs], dtype=np.int64)
+    ends = np.cumsum(lengths)
+    total = int(ends[-1]) if len(ends) else 0
+    in_runs = positions < total
+    at = positions[in_runs]
+    run = np.searchsorted(ends, at, side="right")
+    firsts = np.array([a for a, _ in runs], dtype=np.int64)
+    return np.concatenate([firsts[run] + at - (ends[run] - lengths[run]), picked[positions[~in_runs] - total]])
+
+
+_EMPTY_ROWS = np.zeros(0, dtype=np.int64)
+
+
+def _rescore_count(limit: int) -> int:
+    """How many of the rows a sketched search scores are scored again exactly."""
+    return max(RESCORE_PER_RESULT * limit, RESCORE_MIN)
 
 
 @dataclass(frozen=True, slots=True)

@@ -7,7 +7,11 @@ in-memory matrix, in its row order (the IVF lists'), beside the lists themselves
 - ``vectors.<gen>.f32``: rows of ``dim`` float32, then spare rows of zeros (a sparse tail) so
   that rows added later can be appended in place;
 - ``meta.npz``: the generation, the dimension, how many rows are valid, the node of each row, and
-  the IVF lists (centroids, list offsets, rows trained), replaced atomically.
+  the IVF lists (centroids, list offsets, rows trained, and the list of each row added after the
+  training that has been placed in one), replaced atomically.
+
+The sketch the index scans first (:mod:`sovseal.vector_sketch`) is not here: it is derived from
+the matrix once that is resident.
 
 It mirrors the table and is never more than the table: it is written only when every vector of
 the matrix is in the table (nothing pending), so a node it holds is a node the table holds.
@@ -28,6 +32,9 @@ import numpy as np
 from .durable import atomic_write, fsync_dir, make_dirs
 
 DIRECTORY = "snapshot"
+_NO_TAIL = np.zeros(0, dtype=np.int32)
+#: centroids, list offsets, rows trained, list of each row placed since
+Ivf = tuple[np.ndarray, list[int], int, np.ndarray]
 _META = "meta.npz"
 _VERSION = 1
 
@@ -41,6 +48,7 @@ class Snapshot:
     centroids: np.ndarray | None
     offsets: list[int] | None
     trained_rows: int
+    tail_lists: np.ndarray  # (placed,) int32: the list of rows trained_rows, trained_rows + 1, ...
 
 
 def _vectors(directory: Path, gen: str) -> Path:
@@ -58,6 +66,9 @@ def load(index_dir: Path, dim: int) -> Snapshot | None:
             trained = int(meta["trained_rows"])
             centroids = np.array(meta["centroids"], dtype=np.float32) if trained >= 0 else None
             offsets = [int(o) for o in meta["offsets"]] if trained >= 0 else None
+            tail = np.array(meta["tail_lists"], dtype=np.int32) if "tail_lists" in meta.files and trained >= 0 else _NO_TAIL
+        if tail.ndim != 1 or (len(tail) and (trained + len(tail) > rows or tail.min() < 0 or offsets is None or tail.max() >= len(offsets) - 1)):
+            tail = _NO_TAIL  # not what this writer writes: the rows are placed again
         if version != _VERSION or stored_dim != dim or len(row_node) != rows or not gen.isalnum():
             return None
         path = _vectors(directory, gen)
@@ -72,7 +83,7 @@ def load(index_dir: Path, dim: int) -> Snapshot | None:
     advise = getattr(matrix._mmap, "madvise", None)
     if advise is not None and hasattr(mmap, "MADV_RANDOM"):
         advise(mmap.MADV_RANDOM)
-    return Snapshot(gen, rows, matrix, row_node, centroids, offsets, trained)
+    return Snapshot(gen, rows, matrix, row_node, centroids, offsets, trained, tail)
 
 
 def current(index_dir: Path) -> tuple[str, int] | None:
@@ -89,7 +100,7 @@ def _spare(rows: int) -> int:
 
 
 def write_full(
-    index_dir: Path, matrix: np.ndarray, rows: int, row_node: np.ndarray, ivf: tuple[np.ndarray, list[int], int] | None
+    index_dir: Path, matrix: np.ndarray, rows: int, row_node: np.ndarray, ivf: Ivf | None
 ) -> str:
     """A new generation holding ``matrix[:rows]``; returns its id. Older generations are removed
     (a process that has one mapped keeps reading it: the file lives until it is unmapped)."""
@@ -120,7 +131,7 @@ def write_full(
 
 
 def append(
-    index_dir: Path, gen: str, matrix: np.ndarray, start: int, rows: int, row_node: np.ndarray, ivf: tuple[np.ndarray, list[int], int] | None
+    index_dir: Path, gen: str, matrix: np.ndarray, start: int, rows: int, row_node: np.ndarray, ivf: Ivf | None
 ) -> bool:
     """Append ``matrix[start:rows]`` to generation ``gen`` (which holds ``start`` rows); False when
     it has no room left (write a full generation instead)."""
@@ -155,7 +166,7 @@ def _drop_cache(fd: int) -> None:
         os.posix_fadvise(fd, 0, 0, os.POSIX_FADV_DONTNEED)
 
 
-def _write_meta(directory: Path, gen: str, dim: int, rows: int, row_node: np.ndarray, ivf: tuple[np.ndarray, list[int], int] | None) -> None:
+def _write_meta(directory: Path, gen: str, dim: int, rows: int, row_node: np.ndarray, ivf: Ivf | None) -> None:
     buffer = io.BytesIO()
     np.savez(
         buffer,
@@ -165,5 +176,6 @@ def _write_meta(directory: Path, gen: str, dim: int, rows: int, row_node: np.nda
         centroids=ivf[0] if ivf else np.zeros((0, dim), dtype=np.float32),
         offsets=np.asarray(ivf[1] if ivf else [], dtype=np.int64),
         trained_rows=np.array(ivf[2] if ivf else -1, dtype=np.int64),
+        tail_lists=np.asarray(ivf[3] if ivf else _NO_TAIL, dtype=np.int32),
     )
     atomic_write(directory / _META, buffer.getvalue())
