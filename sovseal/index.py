@@ -468,6 +468,9 @@ class VectorIndex:
                 if row >= 0 and self._matrix[row].any():
                     self._matrix[row] = 0
                     self._snapshot_order = False
+                    sketch = self._sketch
+                    if sketch is not None and row < sketch.rows:  # its projection says something of it too
+                        sketch.data[row] = 0
 
     def erase(self, nodes: Iterable[int]) -> None:
         """Remove erased records' vectors everywhere (docs/design.md, "Redaction skeletons").

@@ -28,7 +28,7 @@ from typing import Any
 
 from . import frames as fr
 from .canonical import canonicalize, loads
-from .crypto import LEGACY_FORMAT_VERSION, IdKey, Sealer, derive_subkeys, keyed_id, pad, record_aad, record_fields_aad, unpad
+from .crypto import record_fields_aad
 from .durable import atomic_write, fsync_dir, make_dirs
 from .entries import Entry, snapshot_id
 from .errors import (
@@ -45,6 +45,7 @@ from .errors import (
 from .filelock import Exclusive, WriterLock
 from .journal import FORMAT, HEADER, JOURNAL_HEADER, MAX_TORN_TAIL, Journal, JournalHeaderError, Order
 from .lineage import Branch, Damage, Lineage, Node
+from .sealing import Sealing
 from .wire import WireItem
 
 STORE_FORMAT = 1
@@ -53,8 +54,6 @@ log = logging.getLogger(__name__)
 
 _JOURNAL = "journal.log"
 _LOCK = "LOCK"
-#: How many path hashes / branch ids the store remembers before starting over (bounded memory).
-_ID_CACHE = 65_536
 _META = "store.json"
 _MIGRATING = "journal.migrating"
 _COMPACTING = "journal.compacting"  # + ".<pid>.<token>.tmp": sovseal.compaction's new journal
@@ -178,12 +177,10 @@ class LocalStore:
             raise StorageError(errno.ENOENT, f"no sovseal store at {directory} to open read-only")
         if not self.read_only:
             make_dirs(directory)
-        self._keys = derive_subkeys(master)
-        self._ids = IdKey(self._keys.k_id)
+        self.sealing = Sealing(master)
         self._key_confirmed = False  # store.json names this key's id (set by _check_meta)
         self.store_uuid = self._check_meta()
-        self._journal_key = bytes.fromhex(keyed_id(self._keys.k_id, "frame-mac", "v1"))
-        self._journal = Journal(directory / _JOURNAL, self._journal_key, read_only=self.read_only)
+        self._journal = Journal(directory / _JOURNAL, self.sealing.journal_key, read_only=self.read_only)
         self._flock = None if self.read_only else WriterLock(directory / _LOCK, lock_timeout)
         self._mutex = threading.RLock()
         self._lineage = Lineage()
@@ -195,13 +192,8 @@ class LocalStore:
         self._restored_arrays: dict[str, Any] | None = None
         self.checkpointed = 0  # the nodes the newest checkpoint this handle read or wrote covers
         self.checkpoint_has_catalog = False  # ... and whether it holds the recall catalog
-        self._sync = Sealer(self._keys.k_sync)
-        self._rest = Sealer(self._keys.k_rest)
         self._sids: dict[int, str] = {}
         self._names: dict[bytes, str] = {}
-        self._path_hashes: dict[str, bytes] = {}  # keyed ids are HMACs: worth remembering per name
-        self._branch_ids: dict[str, bytes] = {}
-        self._wire_ids: dict[str, bytes] = {}
         self.repairs: list[str] = []  # what recovery did on open, for status()
         self.closed = False
         try:
@@ -239,11 +231,11 @@ class LocalStore:
         meta_path = self.directory / _META
         meta = json.loads(meta_path.read_text()) if meta_path.exists() else {}
         if "key_id" in meta:
-            self._key_confirmed = meta["key_id"] == self._keys.key_id
+            self._key_confirmed = meta["key_id"] == self.sealing.key_id
             if not self._key_confirmed:
                 raise KeyUnavailableError(
                     f"the store at {self.directory} was created with key id {meta.get('key_id')}; the key given has id "
-                    f"{self._keys.key_id}. Pass the store's own key (key=..., or the one in its keychain entry / key file)."
+                    f"{self.sealing.key_id}. Pass the store's own key (key=..., or the one in its keychain entry / key file)."
                 )
             return str(meta["store_uuid"])
         return str(meta.get("store_uuid") or uuid.uuid4())  # the key module may have written one
@@ -253,7 +245,7 @@ class LocalStore:
         meta_path = self.directory / _META
         meta = json.loads(meta_path.read_text()) if meta_path.exists() else {}
         if "key_id" not in meta:
-            meta = {"format": STORE_FORMAT, "store_uuid": self.store_uuid, "key_id": self._keys.key_id}
+            meta = {"format": STORE_FORMAT, "store_uuid": self.store_uuid, "key_id": self.sealing.key_id}
             atomic_write(meta_path, json.dumps(meta, indent=2).encode())
 
     def close(self) -> None:
@@ -344,7 +336,7 @@ class LocalStore:
         from . import checkpoint as cp
 
         try:
-            header, arrays = cp.read(self.directory / CHECKPOINT, self._keys.k_rest)
+            header, arrays = cp.read(self.directory / CHECKPOINT, self.sealing.keys.k_rest)
             if header.get("kind") != "store" or header.get("layout") != CHECKPOINT_LAYOUT:
                 raise cp.CheckpointRefused("it was written by another version of sovseal")
             fits = (
@@ -420,7 +412,7 @@ class LocalStore:
                 add_arrays(header, arrays)
         from . import checkpoint as cp
 
-        cp.write(self.directory / CHECKPOINT, self._keys.k_rest, header, arrays)
+        cp.write(self.directory / CHECKPOINT, self.sealing.keys.k_rest, header, arrays)
         self.checkpointed = max(self.checkpointed, int(header["nodes"]))
         self.checkpoint_has_catalog = "c.state" in arrays
         return int(header["nodes"])
@@ -459,7 +451,7 @@ class LocalStore:
         target.unlink(missing_ok=True)
         frames = self._migrated_frames()
         self._write_journal(target, frames)
-        check = Journal(target, self._journal_key)
+        check = Journal(target, self.sealing.journal_key)
         try:
             written = [fr.decode(f.body) for f in check.scan(0).frames]
         finally:
@@ -504,7 +496,7 @@ class LocalStore:
 
     def _write_journal(self, path: Path, frames: list[fr.Frame]) -> None:
         """A new journal at ``path`` holding ``frames`` in order, fsynced with its directory entry."""
-        journal = Journal(path, self._journal_key)
+        journal = Journal(path, self.sealing.journal_key)
         try:
             journal.begin()
             batch: list[bytes] = []
@@ -541,7 +533,7 @@ class LocalStore:
                 "from a replica or backup"
             )
         self._journal.close()
-        self._journal = Journal(path, self._journal_key, read_only=self.read_only)
+        self._journal = Journal(path, self.sealing.journal_key, read_only=self.read_only)
         self._lineage = Lineage()
         self._end = 0
         self._last_frame = 0
@@ -558,34 +550,19 @@ class LocalStore:
 
     def _count_seals(self) -> None:
         """Count the seals the journal holds (other processes seal with the same keys too)."""
-        self._sync.observe(self._lineage.sync_seals)
-        self._rest.observe(self._lineage.rest_seals)
+        self.sealing.sync.observe(self._lineage.sync_seals)
+        self.sealing.rest.observe(self._lineage.rest_seals)
 
-    # -- identifiers ---------------------------------------------------------------------
+    # -- identifiers (keyed: see sovseal.sealing) ----------------------------------------
 
     def wire_id(self, sid: str) -> bytes:
-        found = self._wire_ids.get(sid)
-        if found is None:
-            if len(self._wire_ids) >= _ID_CACHE:
-                self._wire_ids.clear()
-            found = self._wire_ids[sid] = self._ids.digest("snap", sid)
-        return found
+        return self.sealing.wire_id(sid)
 
     def path_hash(self, path: str) -> bytes:
-        found = self._path_hashes.get(path)
-        if found is None:
-            if len(self._path_hashes) >= _ID_CACHE:
-                self._path_hashes.clear()
-            found = self._path_hashes[path] = self._ids.digest("path", path)
-        return found
+        return self.sealing.path_hash(path)
 
     def branch_id(self, name: str) -> bytes:
-        found = self._branch_ids.get(name)
-        if found is None:
-            if len(self._branch_ids) >= _ID_CACHE:
-                self._branch_ids.clear()
-            found = self._branch_ids[name] = self._ids.digest("branch", name)[: fr.BRANCH_ID_LEN]
-        return found
+        return self.sealing.branch_id(name)
 
     # -- reading -------------------------------------------------------------------------
 
@@ -609,47 +586,6 @@ class LocalStore:
             self._names[branch.branch_id] = name
         return name
 
-    # -- sealing: the AAD of each replicable frame binds its clear fields -------------------
-
-    def _record_aad(self, frame: fr.RecordFrame) -> bytes:
-        if frame.flags & fr.LEGACY:  # as format 2 sealed it: identity, branch and path only
-            return record_aad(
-                key_id=self._keys.key_id,
-                wire_id=frame.wire_id.hex(),
-                parent_wire_id=frame.parent_wire_id.hex() if frame.parents else "",
-                context=f"{frame.branch_id.hex()}/{frame.path_hash.hex()}",
-                version=LEGACY_FORMAT_VERSION,
-            )
-        return record_fields_aad(
-            self._keys.key_id, frame.wire_id, frame.parents, frame.flags, frame.hlc, frame.branch_id, frame.path_hash, frame.after
-        )
-
-    def _branch_aad(self, frame: fr.BranchFrame) -> bytes:
-        head = "" if frame.head_wire_id == fr.NO_ID else frame.head_wire_id.hex()
-        wire = f"branch/{frame.branch_id.hex()}"
-        if frame.flags & fr.LEGACY:
-            return record_aad(
-                key_id=self._keys.key_id, wire_id=wire, parent_wire_id=head, context=frame.reason.name, version=LEGACY_FORMAT_VERSION
-            )
-        after = ",".join(a.hex() for a in frame.after)
-        context = f"{frame.reason.name}/{int(frame.flags)}/{frame.hlc}/{after}"
-        return record_aad(key_id=self._keys.key_id, wire_id=wire, parent_wire_id=head, context=context)
-
-    def _reinforce_aad(self, frame: fr.ReinforceFrame) -> bytes:
-        wire = f"reinforce/{frame.wire_id.hex()}"
-        if frame.flags & fr.LEGACY:
-            return record_aad(key_id=self._keys.key_id, wire_id=wire, parent_wire_id="", version=LEGACY_FORMAT_VERSION)
-        return record_aad(key_id=self._keys.key_id, wire_id=wire, parent_wire_id="", context=f"{int(frame.flags)}/{frame.hlc}")
-
-    def _seal(self, plaintext: bytes, aad: bytes) -> bytes:
-        """Seal under ``k_sync``, padded to its Padmé bucket (docs/design.md, "Padding")."""
-        return self._sync.seal(pad(plaintext), aad)
-
-    def _unseal(self, sealed: bytes, aad: bytes, flags: fr.Flag) -> bytes:
-        """Open what :meth:`_seal` sealed, or what format 2 sealed (LEGACY: no padding)."""
-        plaintext = self._sync.open(sealed, aad)
-        return plaintext if flags & fr.LEGACY else unpad(plaintext)
-
     def _tick(self) -> int:
         """A clock value for a new frame: now, in µs, and above every frame this store has seen.
 
@@ -658,7 +594,7 @@ class LocalStore:
         return max(int(time.time() * 1e6), self._lineage.max_hlc + 1)
 
     def _open_branch_event(self, frame: fr.BranchFrame) -> dict[str, Any]:
-        event = loads(self._unseal(frame.sealed_event, self._branch_aad(frame), frame.flags))
+        event = loads(self.sealing.unseal(frame.sealed_event, self.sealing.branch_aad(frame), frame.flags))
         if self.branch_id(event["branch"]) != frame.branch_id:
             raise IntegrityError("a branch event does not match its keyed branch id; run verify()")
         return event
@@ -668,7 +604,7 @@ class LocalStore:
         sid = self._sids.get(idx)
         if sid is None:
             node = self._lineage.nodes[idx]
-            sid = self._rest.open(node.sealed_sid, b"sid:" + node.wire_id).decode("ascii")
+            sid = self.sealing.open_sid(node.sealed_sid, node.wire_id)
             if self.wire_id(sid) != node.wire_id:
                 raise IntegrityError(f"snapshot {sid} does not match its keyed id; run verify()")
             self._sids[idx] = sid
@@ -737,7 +673,7 @@ class LocalStore:
             raise IntegrityError(f"{where} is not a record frame; run verify()")
         if frame.hlc == fr.UNKNOWN_HLC:
             raise IntegrityError(f"{where} has a time that is not a plausible unix time (it came so from a server); run verify()")
-        canonical = self._unseal(frame.sealed_entry, self._record_aad(frame), frame.flags)
+        canonical = self.sealing.unseal(frame.sealed_entry, self.sealing.record_aad(frame), frame.flags)
         parent_id = self.parent_id(idx)
         sid = snapshot_id(canonical, parent_id or "")
         if self.wire_id(sid) != node.wire_id or self.sid_of(idx) != sid:
@@ -791,7 +727,7 @@ class LocalStore:
         head_wire = self._lineage.nodes[head].wire_id if head >= 0 else fr.NO_ID
         frame = fr.BranchFrame(reason, self._tick(), branch_id, head_wire, b"", after=after)
         event = {"branch": name, "head": self.sid_of(head) if head >= 0 else None, "reason": reason.name.lower(), "at": frame.created_at}
-        return dataclasses.replace(frame, sealed_event=self._seal(canonicalize(event), self._branch_aad(frame)))
+        return dataclasses.replace(frame, sealed_event=self.sealing.seal(canonicalize(event), self.sealing.branch_aad(frame)))
 
     def _ensure_branch(self, name: str) -> None:
         if self.branch_id(name) not in self._lineage.branches:
@@ -888,7 +824,7 @@ class LocalStore:
             if visible is not None and entry.op == "store" and self.open(visible).entry.canonical() == canonical:
                 frame = fr.ReinforceFrame(self._tick(), nodes[visible].wire_id, b"")
                 event = canonicalize({"reinforce": self.sid_of(visible), "at": frame.at})
-                self._append([dataclasses.replace(frame, sealed_event=self._seal(event, self._reinforce_aad(frame)))], sync=sync)
+                self._append([dataclasses.replace(frame, sealed_event=self.sealing.seal(event, self.sealing.reinforce_aad(frame)))], sync=sync)
                 return Appended(nodes[visible], self.sid_of(visible), reinforced=True)
         sid = snapshot_id(canonical, self.sid_of(targets[0]) if len(targets) == 1 else parent_ids(self.sid_of(t) for t in targets))
         wire = self.wire_id(sid)
@@ -905,10 +841,10 @@ class LocalStore:
         hlc = self._tick()
         flags = int(fr.Flag.EXPLICIT_AFTER) if explicit else 0  # a plain int, as decoded frames carry it
         after = replaces if explicit else ()
-        sealed_sid = self._rest.seal(sid.encode("ascii"), b"sid:" + wire)
-        # The AAD of the clear fields, as _record_aad computes it from the frame when it is read.
-        aad = record_fields_aad(self._keys.key_id, wire, parents, flags, hlc, branch.branch_id, path_hash, after)
-        sealed = self._seal(canonical, aad)
+        sealed_sid = self.sealing.seal_sid(sid, wire)
+        # The AAD of the clear fields, as Sealing.record_aad computes it from the frame when it is read.
+        aad = record_fields_aad(self.sealing.key_id, wire, parents, flags, hlc, branch.branch_id, path_hash, after)
+        sealed = self.sealing.seal(canonical, aad)
         frame = fr.RecordFrame(op, hlc, wire, parents, branch.branch_id, path_hash, sealed_sid, sealed, flags, after)
         self._append([frame], sync=sync)
         idx = self._lineage.by_wire[wire]
@@ -936,7 +872,7 @@ class LocalStore:
 
     @property
     def journal_key(self) -> bytes:
-        return self._journal_key
+        return self.sealing.journal_key
 
     def journal_size(self) -> int:
         return self._journal.size()
@@ -971,23 +907,6 @@ class LocalStore:
 
     # -- erasure (docs/design.md, "Redaction skeletons") ------------------------------------
 
-    def _skeleton_aad(self, frame: fr.RecordFrame) -> bytes:
-        """The AAD of a record's skeleton seal: its clear fields with flag REDACTED (format 3 always)."""
-        return record_fields_aad(
-            self._keys.key_id, frame.wire_id, frame.parents, frame.flags | fr.REDACTED, frame.hlc, frame.branch_id, frame.path_hash, frame.after
-        )
-
-    def _redaction_aad(self, frame: fr.RedactionFrame) -> bytes:
-        context = f"{int(frame.flags)}/{frame.hlc}/{frame.erased_digest().hex()}"
-        return record_aad(key_id=self._keys.key_id, wire_id="redaction", parent_wire_id="", context=context)
-
-    def _open_skeleton(self, frame: fr.RecordFrame, seal: bytes) -> dict[str, Any]:
-        """What a skeleton seal holds ({"sid", "op", "redacted"}), checked against the record's wire id."""
-        sealed = loads(unpad(self._sync.open(seal, self._skeleton_aad(frame))))
-        if not isinstance(sealed, dict) or sealed.get("redacted") is not True or self.wire_id(str(sealed.get("sid"))) != frame.wire_id:
-            raise IntegrityError(f"the skeleton of snapshot {frame.wire_id.hex()} does not name its own snapshot; run verify()")
-        return sealed
-
     def open_redaction(self, where: tuple[int, int]) -> tuple[fr.RedactionFrame, dict[str, Any]]:
         """The redaction frame at ``where`` (offset, size) and its opened body; IntegrityError if altered."""
         authentic, body = self._journal.read_frame(*where)
@@ -999,7 +918,7 @@ class LocalStore:
         return frame, self._open_redaction_body(frame)
 
     def _open_redaction_body(self, frame: fr.RedactionFrame) -> dict[str, Any]:
-        body = loads(self._unseal(frame.sealed_body, self._redaction_aad(frame), frame.flags))
+        body = loads(self.sealing.unseal(frame.sealed_body, self.sealing.redaction_aad(frame), frame.flags))
         named = {self.wire_id(str(sid)) for sid in body.get("purged", ())}
         if named != set(frame.wire_ids) or len(body.get("purged", ())) != len(frame.erased):
             raise IntegrityError("a redaction does not name exactly the records it erases; it was not applied")
@@ -1030,7 +949,7 @@ class LocalStore:
         if frame.redacted:
             if frame.sealed_entry != seal:
                 raise IntegrityError(f"the skeleton of snapshot {sid} is not the one its redaction made; run verify()")
-            op = self._open_skeleton(frame, seal)["op"]
+            op = self.sealing.open_skeleton(frame, seal)["op"]
         else:
             op = self._open(idx).entry.op
         if ("delete" if node.op is fr.Op.DELETE else "store") != op:
@@ -1056,13 +975,13 @@ class LocalStore:
                     raise IntegrityError(f"journal byte {node.offset} is not a record frame; run verify()")
                 sid = self.sid_of(idx)
                 op = "delete" if node.op is fr.Op.DELETE else "store"
-                seal = self._seal(canonicalize({"sid": sid, "op": op, "redacted": True}), self._skeleton_aad(frame))
+                seal = self.sealing.seal(canonicalize({"sid": sid, "op": op, "redacted": True}), self.sealing.skeleton_aad(frame))
                 pairs.append((sid, node.wire_id, seal))
             for start in range(0, len(pairs), fr.MAX_ERASED):
                 chunk = pairs[start : start + fr.MAX_ERASED]
                 frame = fr.RedactionFrame(self._tick(), tuple((wire, seal) for _, wire, seal in chunk), b"")
                 body = canonicalize({**description, "purged": [sid for sid, _, _ in chunk], "at": frame.at})
-                self._append([dataclasses.replace(frame, sealed_body=self._seal(body, self._redaction_aad(frame)))])
+                self._append([dataclasses.replace(frame, sealed_body=self.sealing.seal(body, self.sealing.redaction_aad(frame)))])
             return [sid for sid, _, _ in pairs]
 
     # -- replication: the outbox out, acks in, items from another device in ----------------
@@ -1211,17 +1130,17 @@ class LocalStore:
             if flags & fr.REDACTED:  # a skeleton: its seal authenticates its clear fields and names its snapshot
                 if flags & fr.LEGACY:
                     raise IntegrityError(f"replicated record {item.id} is a skeleton in the format-2 layout; it was not imported")
-                skeleton = self._open_skeleton(frame, item.sealed)
+                skeleton = self.sealing.open_skeleton(frame, item.sealed)
                 op = fr.Op.DELETE if skeleton["op"] == "delete" else fr.Op.STORE
-                sealed_sid = self._rest.seal(str(skeleton["sid"]).encode("ascii"), b"sid:" + ident)
+                sealed_sid = self.sealing.seal_sid(str(skeleton["sid"]), ident)
                 return dataclasses.replace(frame, op=op, sealed_sid=sealed_sid)
-            canonical = self._unseal(item.sealed, self._record_aad(frame), flags)
+            canonical = self.sealing.unseal(item.sealed, self.sealing.record_aad(frame), flags)
             sid = snapshot_id(canonical, parent_ids(self.sid_of(lineage.by_wire[p]) for p in parents))
             entry = Entry.from_canonical(canonical)
             if self.wire_id(sid) != ident or self.path_hash(entry.path) != path_hash:
                 raise IntegrityError(f"replicated record {item.id} does not re-derive its ids; it was not imported")
             op = fr.Op.DELETE if entry.op == "delete" else fr.Op.STORE  # the entry says; open() checks the two agree
-            return dataclasses.replace(frame, op=op, sealed_sid=self._rest.seal(sid.encode("ascii"), b"sid:" + ident))
+            return dataclasses.replace(frame, op=op, sealed_sid=self.sealing.seal_sid(sid, ident))
         if hashlib.sha256(item.sealed).hexdigest() != item.id:
             raise IntegrityError(f"replicated event {item.id} does not match its bytes; it was not imported")
         if ident in lineage.events:
@@ -1231,7 +1150,7 @@ class LocalStore:
             raise _NotYet
         if item.kind == "reinforce":
             reinforce = fr.ReinforceFrame(hlc, target, item.sealed, flags)
-            self._unseal(item.sealed, self._reinforce_aad(reinforce), flags)
+            self.sealing.unseal(item.sealed, self.sealing.reinforce_aad(reinforce), flags)
             return reinforce
         try:
             reason = fr.BranchReason[item.reason]
@@ -1259,7 +1178,7 @@ class LocalStore:
                 raise IntegrityError(f"replicated redaction {item.id} names something that is not a record; it was not imported")
             if record.redacted:
                 continue
-            if str(self._open_skeleton(record, seal)["sid"]) != self.sid_of(lineage.by_wire[wire]):
+            if str(self.sealing.open_skeleton(record, seal)["sid"]) != self.sid_of(lineage.by_wire[wire]):
                 raise IntegrityError(f"replicated redaction {item.id} carries a skeleton of another snapshot; it was not imported")
         return frame
 
@@ -1267,9 +1186,9 @@ class LocalStore:
 
     @property
     def key_id(self) -> str:
-        return self._keys.key_id
+        return self.sealing.key_id
 
     @property
     def seals(self) -> tuple[int, int]:
-        return self._sync.used, self._rest.used
+        return self.sealing.sync.used, self.sealing.rest.used
 

@@ -23,15 +23,15 @@ from tests.fakes import fake_embed
 
 def _during_next_seal(mem: Sovseal, action: Callable[[], None]) -> None:
     """Run ``action`` once, while the next record is being sealed (after the writer caught up)."""
-    store = mem._store  # noqa: SLF001
-    real = store._seal  # noqa: SLF001
+    sealing = mem._store.sealing  # noqa: SLF001
+    real = sealing.seal
 
     def seal(plaintext: bytes, aad: bytes) -> bytes:
-        del store._seal  # noqa: SLF001 - once: back to the class's method
+        del sealing.seal  # once: back to the class's method
         action()
         return real(plaintext, aad)
 
-    store._seal = seal  # type: ignore[method-assign]  # noqa: SLF001
+    sealing.seal = seal  # type: ignore[method-assign]
 
 
 def test_a_journal_replaced_during_an_append_is_not_acknowledged(tmp_path: Path, key: bytes) -> None:
