@@ -81,7 +81,19 @@ class Sealing:
         return record_fields_aad(self.key_id, frame.wire_id, frame.parents, frame.flags, frame.hlc, frame.branch_id, frame.path_hash, frame.after)
 
     def skeleton_aad(self, frame: fr.RecordFrame) -> bytes:
-        """The AAD of a record's skeleton seal: its clear fields with flag REDACTED (format 3 always)."""
+        """The AAD of a record's skeleton seal: its clear fields with flag REDACTED.
+
+        A record of journal format 2 (LEGACY) is bound as its format-2 item names it on every device
+        (id, parent, branch, path): what a device's migration added to it locally (a raised clock, the
+        heads it replaced) is not on the server's copy.
+        """
+        if frame.flags & fr.LEGACY:
+            return record_aad(
+                key_id=self.key_id,
+                wire_id=frame.wire_id.hex(),
+                parent_wire_id=frame.parent_wire_id.hex() if frame.parents else "",
+                context=f"{frame.branch_id.hex()}/{frame.path_hash.hex()}/redacted",
+            )
         return record_fields_aad(
             self.key_id, frame.wire_id, frame.parents, frame.flags | fr.REDACTED, frame.hlc, frame.branch_id, frame.path_hash, frame.after
         )

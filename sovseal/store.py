@@ -1128,8 +1128,6 @@ class LocalStore:
                 raise IntegrityError(f"replicated record {item.id} is not later than its parents; it was not imported")
             frame = fr.RecordFrame(fr.Op.STORE, hlc, ident, parents, branch_id, path_hash, b"", item.sealed, flags, after)
             if flags & fr.REDACTED:  # a skeleton: its seal authenticates its clear fields and names its snapshot
-                if flags & fr.LEGACY:
-                    raise IntegrityError(f"replicated record {item.id} is a skeleton in the format-2 layout; it was not imported")
                 skeleton = self.sealing.open_skeleton(frame, item.sealed)
                 op = fr.Op.DELETE if skeleton["op"] == "delete" else fr.Op.STORE
                 sealed_sid = self.sealing.seal_sid(str(skeleton["sid"]), ident)

@@ -38,7 +38,8 @@ class WireItem:
     erased: tuple[tuple[str, bytes], ...] = ()
 
     def to_json(self) -> dict[str, Any]:
-        extra: dict[str, Any] = {} if self.flags & Flag.LEGACY else {
+        legacy_skeleton = {"redacted": True} if self.flags & Flag.REDACTED else {}
+        extra: dict[str, Any] = legacy_skeleton if self.flags & Flag.LEGACY else {
             "format": 3,
             "flags": self.flags,
             "after": list(self.after),
@@ -115,7 +116,11 @@ def _format_3(data: Any) -> tuple[int, tuple[str, ...], tuple[str, ...]]:
     """
     if "format" not in data:
         parent = str(data["parent"])
-        return Flag.LEGACY, (), ((parent,) if parent and data["kind"] == "record" else ())
+        redacted = data.get("redacted", False)
+        if redacted not in (True, False) or (redacted and data["kind"] != "record"):
+            raise ValueError("redacted is true only on the skeleton of a format-2 record")
+        flags = Flag.LEGACY | (Flag.REDACTED if redacted else Flag.NONE)
+        return flags, (), ((parent,) if parent and data["kind"] == "record" else ())
     if data["format"] != 3:
         raise ValueError(f"unknown item format {data['format']!r}")
     flags, after, parents = data["flags"], data["after"], data["parents"]

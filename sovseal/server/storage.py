@@ -143,12 +143,14 @@ def skeleton_body(body: str, seal: str) -> str:
     """The canonical body of a record's skeleton: the same item, ``sealed`` = the skeleton seal (base64)
     and flag REDACTED, exactly what a device pushes for that skeleton (``WireItem.to_json``).
 
-    A format-2 item has no ``flags`` to set (the wire cannot say REDACTED for it): only the seal changes.
+    A format-2 item has no ``flags``: it says ``"redacted": true`` instead (see ``WireItem.to_json``).
     """
     item = json.loads(body)
     item["sealed"] = seal
     if "flags" in item:
         item["flags"] = int(item["flags"]) | REDACTED
+    else:
+        item["redacted"] = True
     return canonical(item)
 
 

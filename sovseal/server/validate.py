@@ -96,6 +96,11 @@ def validate_item(index: int, raw: Any) -> Item:
     format_3 = "format" in keys
     erased = _erased(raw, bad) if raw.get("kind") == "redaction" or "erased" in keys else ()
     keys.discard("erased")
+    legacy_skeleton = not format_3 and raw.get("kind") == "record" and "redacted" in keys
+    if legacy_skeleton:
+        if raw["redacted"] is not True:
+            raise bad("redacted, on a format-2 record, is true (its skeleton) or absent")
+        keys.discard("redacted")
     if format_3:
         keys -= _FORMAT_3_FIELDS
         if raw["format"] != 3 or set(raw) & _FORMAT_3_FIELDS != _FORMAT_3_FIELDS:
@@ -166,6 +171,8 @@ def validate_item(index: int, raw: Any) -> Item:
     }
     if format_3:
         clean |= {"format": 3, "flags": raw["flags"], "after": raw["after"], "parents": raw["parents"]}
+    if legacy_skeleton:
+        clean["redacted"] = True
     if kind == "redaction":
         clean["erased"] = [list(pair) for pair in erased]
     body = canonical(clean)

@@ -23,6 +23,7 @@ from sovseal import Sovseal
 from sovseal import frames as fr
 from sovseal import checkpoint as cp
 from sovseal.errors import ErasedError, IntegrityError, InvalidInputError, UnknownPathError
+from sovseal.wire import WireItem
 from sovseal.store import CHECKPOINT
 from tests.fakes import fake_embed
 
@@ -374,3 +375,34 @@ def test_compaction_refuses_a_damaged_journal_and_changes_nothing(tmp_path: Path
         with pytest.raises(Exception, match="damage|authentication"):
             mem.compact()
     assert journal.read_bytes() == bytes(data)
+
+
+def test_records_written_in_journal_format_2_are_erased_on_every_device_too(tmp_path: Path) -> None:
+    """A store from the previous release keeps its records' format-2 sealed bytes (flag LEGACY): their
+    skeletons are bound to what the format-2 item names, and travel with ``"redacted": true``."""
+    import shutil
+
+    key = bytes(range(32))
+    shutil.copytree(Path(__file__).parent / "data" / "format2" / "plain", tmp_path / "a")
+    with _open(tmp_path / "a", key) as a:
+        before = a.export_items()
+        assert any(i.flags & fr.LEGACY for i in before)
+        sealed = _sealed_entries(a, "user.editor")
+        a.purge("user.editor")
+        after = a.export_items()
+        assert a.verify().ok and a.get("user.editor") is None
+    skeletons = [i for i in after if i.flags & fr.REDACTED]
+    assert skeletons and all(i.flags & fr.LEGACY for i in skeletons)
+    for item in skeletons:  # on the wire: "redacted": true, the format-2 layout otherwise
+        assert item.to_json()["redacted"] is True and "format" not in item.to_json()
+        assert WireItem.from_json(item.to_json()).flags == fr.LEGACY | fr.REDACTED
+    with _open(tmp_path / "b", key) as b:  # a device that had everything
+        b.import_items(before)
+        b.import_items(after)
+        assert b.get("user.editor") is None and b.get("user.os").payload == "linux"
+        assert b.verify().ok
+    with _open(tmp_path / "c", key) as c:  # a device restored afterwards
+        c.import_items(after)
+        assert c.get("user.editor") is None and c.verify().ok
+    for directory in ("a", "b", "c"):
+        assert not any(s in _every_file(tmp_path / directory) for s in sealed)

@@ -438,3 +438,18 @@ def test_an_sqlite_database_from_before_secure_delete_is_rewritten_once_on_upgra
         storage.close()
     blob = b"".join(p.read_bytes() for p in tmp_path.glob("old.sqlite3*"))
     assert leftover[1000:1100].encode() not in blob
+
+
+def test_the_skeleton_of_a_format_2_record_says_redacted_and_validates() -> None:
+    """A format-2 item has no flags: its skeleton carries ``"redacted": true``, as a device sends it."""
+    from sovseal.server.storage import skeleton_body
+
+    legacy = {"kind": "record", "id": "ab" * 32, "parent": "", "branch": "cd" * 16, "path_hash": "ef" * 32,
+              "sealed": base64.b64encode(os.urandom(60)).decode(), "created_at": 1.7e9, "reason": ""}
+    seal = base64.b64encode(os.urandom(80)).decode()
+    body = json.loads(skeleton_body(json.dumps(legacy), seal))
+    assert body["redacted"] is True and body["sealed"] == seal and "flags" not in body
+    item = WireItem.from_json(body)
+    assert item.flags & REDACTED
+    items, _ = parse_push(json.loads(encode_push([item], "")), 10)
+    assert json.loads(items[0].body) == body  # the server stores what a device pushes
