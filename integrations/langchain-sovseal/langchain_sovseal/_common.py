@@ -141,6 +141,62 @@ def drop_parts(client: Sovseal, old_payloads: list[Any], new_payloads: list[Any]
         client.delete(path)
 
 
+class Erasure:
+    """The purges of one erasing call: one ``Sovseal.purge(..., compact=False)`` per record path (and
+    per prefix of its part records), then one ``Sovseal.compact()`` at the end, because a compaction
+    rewrites the whole journal. Use as a context manager: the compaction runs on the way out, after
+    an error too (what was purged before it is compacted away).
+
+    ``record(path, group, payload)`` erases every version of ``path`` on every branch, whether it is
+    visible now or was deleted earlier, and every part record any version of it had (``payload``,
+    the visible version's, names the parts of a value stored before parts were grouped by record).
+    Nothing to erase at a path is not an error (as a delete of a missing id is not).
+    """
+
+    def __init__(self, client: Sovseal, reason: str = "") -> None:
+        if not has_method(client, "purge") or not has_method(client, "compact"):
+            raise SovsealFeatureUnavailable("Sovseal.purge(path, *, prefix, reason, compact) and Sovseal.compact()", "erasure (erase=True)")
+        if not isinstance(reason, str):
+            raise TypeError(f"reason must be a str, got {type(reason).__name__}")
+        self._client = client
+        self._reason = reason
+        self._pending = False  # erased records whose sealed bytes the journal still holds
+        self.erased = 0  # snapshots erased (every version of every record)
+
+    def purge(self, path: str | None = None, *, prefix: str | None = None) -> None:
+        from sovseal.errors import UnknownPathError
+
+        try:
+            result = self._client.purge(path, prefix=prefix, reason=self._reason, compact=False)  # type: ignore[attr-defined]
+        except UnknownPathError:
+            return
+        self.erased += len(result.erased)
+        if result.compacted:  # the store compacted by itself (its threshold): everything so far is gone
+            self._pending = False
+        elif result.erased:
+            self._pending = True
+
+    def record(self, path: str, group: str, payload: Any = None) -> None:
+        from . import _parts
+
+        self.purge(path)
+        prefix = _parts.record_prefix(PARTS_ROOT, group, path)
+        self.purge(prefix=prefix)
+        for part in _parts.outside(payload, PARTS_ROOT, prefix):
+            self.purge(part)
+
+    def finish(self) -> None:
+        if self._pending:
+            self._client.compact()  # type: ignore[attr-defined]
+            self._pending = False
+
+    def __enter__(self) -> Erasure:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.finish()
+
+
 def payload_text(payload: Any) -> str:
     """A memory's payload as the text of a Document: a string as is, anything else as JSON."""
     if isinstance(payload, str):

@@ -20,6 +20,7 @@ from . import _parts
 from ._common import (
     PARTS_ROOT,
     ROOT,
+    Erasure,
     accepts,
     branch_heads,
     check_key,
@@ -108,8 +109,14 @@ class SovsealChatMessageHistory(BaseChatMessageHistory):
 
     No two writers ever write the same record, so a session written on two devices at once (or by
     two processes) keeps every message: after a sync both devices show both batches, each batch
-    whole, in the same order. :meth:`clear` appends tombstones: the conversation stays in the
-    lineage and a rollback restores it.
+    whole, in the same order.
+
+    :meth:`clear` appends tombstones by default: the conversation stays in the lineage and a rollback
+    restores it. With ``erase_on_delete=True`` (or ``clear(erase=True)``) it erases the messages
+    instead (``Sovseal.purge``): every version of each on every branch, their part records too,
+    unreadable for good (to the key holder too), the journal rewritten so the bytes leave the disk;
+    with replication the server and the other devices drop them too. Use that for a right-to-erasure
+    request; the default stays the cheap, reversible tombstone.
 
     Example:
         .. code-block:: python
@@ -135,9 +142,13 @@ class SovsealChatMessageHistory(BaseChatMessageHistory):
         path: str | os.PathLike[str] | None = None,
         key: bytes | str | None = None,
         namespace: str = "default",
+        erase_on_delete: bool = False,
         **client_kwargs: Any,
     ) -> None:
         check_key(session_id, "session_id")
+        if not isinstance(erase_on_delete, bool):
+            raise TypeError(f"erase_on_delete must be a bool, got {type(erase_on_delete).__name__}")
+        self.erase_on_delete = erase_on_delete
         if not session_id:
             raise ValueError("session_id must be a non-empty string")
         check_segment(namespace, "namespace")
@@ -201,7 +212,9 @@ class SovsealChatMessageHistory(BaseChatMessageHistory):
         items = []
         for i, message in enumerate(messages):
             path = f"{batch}{i:0{_DIGITS}d}"
-            payload, message_parts = _parts.pack(path, message_to_dict(message), PARTS_ROOT, where=f"message {i} of the batch")
+            payload, message_parts = _parts.pack(
+                path, message_to_dict(message), PARTS_ROOT, where=f"message {i} of the batch", group=self._prefix
+            )
             parts.extend(message_parts)
             extra: dict[str, Any] = {"text": _parts.index_text(f"{message.type}: {message.text}")} if self._text else {}
             items.append(
@@ -221,9 +234,28 @@ class SovsealChatMessageHistory(BaseChatMessageHistory):
     async def aadd_messages(self, messages: Sequence[BaseMessage]) -> None:
         await asyncio.to_thread(self.add_messages, messages)
 
-    def clear(self) -> None:
-        """Delete the session's messages, newest first."""
+    def clear(self, *, erase: bool | None = None) -> None:
+        """Delete the session's messages, newest first.
+
+        ``erase`` (default: this history's ``erase_on_delete``) erases them for good instead of
+        appending tombstones: every version of each message the session shows, on every branch, and
+        its part records, then one compaction (see the class docstring). Messages an earlier plain
+        ``clear()`` removed are not shown any more, so a later erasing clear does not reach them:
+        set ``erase_on_delete=True`` from the start where conversations must be erasable.
+        """
+        if erase is None:
+            erase = self.erase_on_delete
+        if not isinstance(erase, bool):
+            raise TypeError(f"erase must be a bool, got {type(erase).__name__}")
         listing, payloads, paths = self._records()
+        if erase:
+            if not paths:
+                return
+            with Erasure(self._client) as erasure:
+                for path in reversed(paths):
+                    erasure.record(path, self._prefix, payloads[path])
+            _wrote(self._client, listing, self._client.snapshot(), dict.fromkeys(paths))
+            return
         head = None
         for path in reversed(paths):
             result = self._client.delete(path)
@@ -233,8 +265,8 @@ class SovsealChatMessageHistory(BaseChatMessageHistory):
             _wrote(self._client, listing, head, dict.fromkeys(paths))
             drop_parts(self._client, [payloads[p] for p in paths], [])
 
-    async def aclear(self) -> None:
-        await asyncio.to_thread(self.clear)
+    async def aclear(self, *, erase: bool | None = None) -> None:
+        await asyncio.to_thread(lambda: self.clear(erase=erase))
 
 
 __all__ = ["SovsealChatMessageHistory"]

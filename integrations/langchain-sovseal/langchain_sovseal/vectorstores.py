@@ -22,6 +22,7 @@ from . import _parts
 from ._common import (
     PARTS_ROOT,
     ROOT,
+    Erasure,
     SovsealFeatureUnavailable,
     check_key,
     check_segment,
@@ -102,6 +103,9 @@ class SovsealVectorStore(VectorStore):
         branch: the branch to open (default ``main``).
         memory_type: the sovseal memory type of stored documents (``semantic``, ``episodic``,
             ``procedural``), which sets their decay in :class:`SovsealRetriever`'s recall.
+        erase_on_delete: make :meth:`delete` erase (``Sovseal.purge``: every version, unreadable for
+            good, bytes off the disk) instead of appending a tombstone (history kept, rollback works).
+            Default False: a delete is cheap and reversible; ``delete(ids, erase=True)`` erases one call.
 
     Filters (``filter=`` on every search) are metadata conditions, e.g. ``{"source": "a.md"}``,
     ``{"year": {"$gte": 2020}}``, ``{"$or": [{...}, {...}]}``; ``sovseal_filter=`` takes sovseal's own
@@ -129,8 +133,12 @@ class SovsealVectorStore(VectorStore):
         collection: str = "default",
         branch: str | None = None,
         memory_type: str = "semantic",
+        erase_on_delete: bool = False,
         **client_kwargs: Any,
     ) -> None:
+        if not isinstance(erase_on_delete, bool):
+            raise TypeError(f"erase_on_delete must be a bool, got {type(erase_on_delete).__name__}")
+        self._erase_on_delete = erase_on_delete
         self._collection = check_segment(collection, "collection")
         self._prefix = f"{ROOT}/{collection}/"
         self._embedding: Embeddings = embedding if embedding is not None else SovsealEmbeddings()
@@ -225,7 +233,9 @@ class SovsealVectorStore(VectorStore):
             content = doc.page_content
             if not isinstance(content, str):
                 raise TypeError(f"page_content must be a str, got {type(content).__name__} for document {doc_id!r}")
-            payload, doc_parts = _parts.pack(path, content, PARTS_ROOT, where=f"the page_content of document {doc_id!r}")
+            payload, doc_parts = _parts.pack(
+                path, content, PARTS_ROOT, where=f"the page_content of document {doc_id!r}", group=self._prefix
+            )
             parts.extend(doc_parts)
             records.append(
                 {"path": path, "payload": payload, "metadata": dict(doc.metadata), "type": memory_type, "text": _parts.index_text(content)}
@@ -249,17 +259,56 @@ class SovsealVectorStore(VectorStore):
     def delete(self, ids: list[str] | None = None, **kwargs: Any) -> bool | None:
         """Delete documents by id (missing ids are ignored); ``ids=None`` deletes the whole collection.
 
-        A delete appends a tombstone: the documents' history stays in the lineage, and
-        :meth:`rollback` to an earlier snapshot brings them back.
+        By default a delete appends a tombstone: the documents disappear from every search and from
+        :meth:`get_by_ids`, and their history stays in the lineage (:meth:`rollback` to an earlier
+        snapshot brings them back; :meth:`log` lists them). It is cheap and reversible.
+
+        ``erase=True`` (or ``erase_on_delete=True`` on the store) erases them instead, for good: every
+        version of each document on every branch of the store, their part records (large content)
+        included, becomes unreadable to anyone, the key holder too, and the journal is rewritten so
+        that the bytes leave the disk (``Sovseal.purge``, one compaction for the whole call). With
+        replication the server drops the sealed bodies and other devices erase them on their next
+        pull. No rollback or fork brings them back. An id deleted earlier with a tombstone is erased
+        too; with ``ids=None`` everything the collection ever held is erased. ``reason=`` (a short
+        string, sealed with the redaction, no personal data) says why, for the audit trail.
+        Use erasure for a right-to-erasure (GDPR) request or a secret stored by mistake.
         """
+        erase = kwargs.pop("erase", None)
+        reason = kwargs.pop("reason", None)
         if kwargs:
             raise TypeError(f"unexpected arguments: {', '.join(sorted(kwargs))}")
+        if erase is None:
+            erase = self._erase_on_delete
+        if not isinstance(erase, bool):
+            raise TypeError(f"erase must be a bool, got {type(erase).__name__}")
+        if reason is not None and not erase:
+            raise TypeError("reason= goes with erase=True: a plain delete keeps the history and records no reason")
+        if erase:
+            self._erase(ids, reason or "")
+            return True
         paths = list_paths(self._client, self._prefix) if ids is None else [self._path(i) for i in ids]
         for path in paths:
             old = self._client.get(path)
             if old is not None and self._client.delete(path) is not None:
                 drop_parts(self._client, [old.payload], [])
         return True
+
+    def _erase(self, ids: list[str] | None, reason: str) -> None:
+        """Purge the documents' paths and their part records, then compact once."""
+        paths = None if ids is None else [self._path(i) for i in ids]  # every id is checked before the first purge
+        with Erasure(self._client, reason) as erasure:
+            if paths is None:
+                visible = list_paths(self._client, self._prefix)
+                legacy = {p: m.payload for p, m in ((p, self._client.get(p)) for p in visible) if m is not None}
+                erasure.purge(prefix=self._prefix)  # a collection name has no '/': nothing else is under it
+                erasure.purge(prefix=_parts.group_prefix(PARTS_ROOT, self._prefix))
+                for path, payload in legacy.items():
+                    for part in _parts.outside(payload, PARTS_ROOT, _parts.group_prefix(PARTS_ROOT, self._prefix)):
+                        erasure.purge(part)
+                return
+            for path in dict.fromkeys(paths):
+                old = self._client.get(path)
+                erasure.record(path, self._prefix, None if old is None else old.payload)
 
     async def adelete(self, ids: list[str] | None = None, **kwargs: Any) -> bool | None:
         return await asyncio.to_thread(self.delete, ids, **kwargs)
