@@ -42,6 +42,7 @@ from .errors import (
     ReplicationError,
     SovsealError,
     UnknownBranchError,
+    UnknownPathError,
     UnknownSnapshotError,
 )
 from .paths import store_dir
@@ -73,7 +74,7 @@ EXIT_CODES = {
 
 def exit_code(exc: BaseException) -> int:
     """The exit code for an error (see ``EXIT_CODES``)."""
-    if isinstance(exc, (ops.StoreNotFoundError, ops.MemoryNotFoundError, UnknownSnapshotError, UnknownBranchError)):
+    if isinstance(exc, (ops.StoreNotFoundError, ops.MemoryNotFoundError, UnknownPathError, UnknownSnapshotError, UnknownBranchError)):
         return EXIT_NOT_FOUND
     if isinstance(exc, InvalidInputError):
         return EXIT_USAGE
@@ -192,8 +193,8 @@ class SovsealGroup(click.Group):
     """A click group that turns sovseal and OS errors into one line and an exit code."""
 
     ORDER = (
-        "init", "status", "store", "recall", "get", "delete", "log", "branches", "fork", "rollback",
-        "verify", "mind", "export", "import", "key", "rebuild-index", "consolidate", "serve", "restore", "mcp", "demo",
+        "init", "status", "store", "recall", "get", "delete", "purge", "log", "branches", "fork", "rollback",
+        "verify", "compact", "mind", "export", "import", "key", "rebuild-index", "consolidate", "serve", "restore", "mcp", "demo",
     )
 
     def list_commands(self, ctx: click.Context) -> list[str]:
@@ -401,6 +402,24 @@ def _human(value: Any, sep: str = ", ") -> str:
 def _count(n: int, noun: str, plural: str | None = None) -> str:
     """``1 branch``, ``2 branches``: ``plural`` defaults to ``noun`` + s."""
     return f"{n} {noun if n == 1 else plural or noun + 's'}"
+
+
+def _size(n: int) -> str:
+    """A byte count for humans: ``512 bytes``, ``3.4 KiB``, ``12.0 MiB``."""
+    if abs(n) < 1024:
+        return _count(n, "byte")
+    value = float(n)
+    for unit in ("KiB", "MiB", "GiB"):
+        value /= 1024
+        if abs(value) < 1024:
+            break
+    return f"{value:.1f} {unit}"
+
+
+def _reclaimed(n: int) -> str:
+    """What a compaction freed: a skeleton is padded like any sealed record, so erasing a record
+    smaller than that frees nothing (the journal may even grow by a few bytes)."""
+    return f"{_size(n)} reclaimed" if n > 0 else "nothing reclaimed (the erased records were no larger than their skeletons)"
 
 
 def _fields(rows: list[tuple[str, str]], *, label_style: dict[str, Any]) -> None:
@@ -697,6 +716,90 @@ def delete(memory_path: str, path: str | None, branch: str, key_file: str | None
         click.echo(f"deleted {memory_path} -> {_short(result.snapshot_id)} on {branch}")
 
 
+def _stdin_is_tty() -> bool:
+    """Whether a person can answer a question on stdin (tests replace it to play one)."""
+    return sys.stdin.isatty()
+
+
+def _replication_note(mem: Sovseal) -> str:
+    """Where else an erasure goes: the server and the other devices, or (replication off) nowhere."""
+    if mem.replication is not None:
+        return (
+            "replication: the erasure is queued for the server, which drops the sealed bodies; every other "
+            "device erases them on its next pull"
+        )
+    return "replication is off: only this store was erased; backups made with `sovseal export` before now still hold it"
+
+
+@main.command(short_help="Erase every version of a path for good (irreversible).")
+@click.argument("memory_path", metavar="PATH")
+@click.option("--prefix", "is_prefix", is_flag=True, help="Erase every path under PATH (a prefix such as customer.42.).")
+@click.option("--reason", default="", help="Why: kept (sealed) in the redaction record that `sovseal log` and verify check.")
+@click.option(
+    "--no-compact",
+    is_flag=True,
+    help="Leave the journal rewrite to a later `sovseal compact` (reads treat the content as erased at once).",
+)
+@click.option("--yes", "-y", is_flag=True, help="Do not ask for confirmation (needed when stdin is not a terminal).")
+@path_option
+@key_option
+@json_option
+def purge(
+    memory_path: str, is_prefix: bool, reason: str, no_compact: bool, yes: bool, path: str | None, key_file: str | None, as_json: bool
+) -> None:
+    """Erase every version of PATH (with --prefix: of every path under PATH) on every branch, for good.
+
+    Unlike `delete`, which appends a tombstone and keeps the history, a purge makes the content
+    unrecoverable, to the key holder too: each erased snapshot keeps only its skeleton (ids and
+    parents), so the lineage still verifies, and the journal is rewritten without it (unless
+    --no-compact). With replication on, the server drops the sealed bodies and every other device
+    erases them on its next pull. It cannot be undone: on a terminal it asks first; otherwise pass
+    --yes. Exits 3 when nothing is stored at PATH on any branch. `-` reads PATH from stdin.
+
+    \b
+      sovseal purge user.secret --reason "stored by mistake" --yes
+      sovseal purge customer.42. --prefix --yes
+      echo user.health | sovseal purge - --yes
+    """
+    memory_path = _from_stdin(memory_path, key_file, line=True)
+    what = f"every path under {memory_path!r}" if is_prefix else f"every version of {memory_path!r}"
+    with _open(path, key_file=key_file) as (mem, _):
+        if not yes:
+            if not _stdin_is_tty():
+                raise InvalidInputError(f"purge erases {what} for good and cannot be undone; pass --yes to confirm")
+            if not click.confirm(f"Erase {what} on every branch, for good? This cannot be undone", default=False, err=True):
+                _note("nothing was purged")
+                sys.exit(EXIT_USAGE)
+        if is_prefix:
+            result = mem.purge(prefix=memory_path, reason=reason, compact=not no_compact)
+        else:
+            result = mem.purge(memory_path, reason=reason, compact=not no_compact)
+        replicating = mem.replication is not None
+        note = _replication_note(mem)
+    if as_json:
+        _emit_json(
+            {
+                "path": None if is_prefix else memory_path,
+                "prefix": memory_path if is_prefix else None,
+                "reason": reason,
+                "erased": result.erased,
+                "compacted": result.compacted,
+                "bytes_reclaimed": result.bytes_reclaimed,
+                "replication": replicating,
+            }
+        )
+        return
+    if not result.erased:
+        click.echo(f"nothing left to erase: {what} was already erased")
+        return
+    click.echo(f"erased {_count(len(result.erased), 'snapshot')} ({what}) on every branch")
+    if result.compacted:
+        click.echo(f"journal compacted: {_reclaimed(result.bytes_reclaimed)}; no sealed copy of it is left")
+    else:
+        click.echo("not compacted yet: reads, recall and exports no longer see it; `sovseal compact` removes its sealed bytes")
+    _note(note)
+
+
 @main.command(short_help="Create a branch at a snapshot; prints its name.")
 @click.argument("snapshot", required=False)
 @click.option("--name", "-n", default=None, help="Name of the new branch (default: fork-<random>).")
@@ -861,7 +964,7 @@ def log(limit: int | None, graph: bool, path: str | None, branch: str, key_file:
             _emit_json(entries)
             return
         for entry in entries:
-            click.echo(f"{_short(entry.snapshot_id)}  #{entry.seq:<4} {_when(entry.created_at)}  {entry.op:<6} {entry.path}")
+            click.echo(f"{_short(entry.snapshot_id)}  #{entry.seq:<4} {_when(entry.created_at)}  {entry.op:<6} {_log_path(entry.op, entry.path)}")
         return
     if limit is not None:
         nodes = nodes[:limit]
@@ -869,6 +972,14 @@ def log(limit: int | None, graph: bool, path: str | None, branch: str, key_file:
         _emit_json({"current": branch, "branches": heads, "snapshots": nodes})
         return
     _draw_graph(nodes, branch)
+
+
+#: What ``log`` shows in place of the path of a snapshot a purge erased (its path is gone with it).
+ERASED_PATH = "(purged)"
+
+
+def _log_path(op: str, path: str) -> str:
+    return ERASED_PATH if op == "erased" else path
 
 
 _LANE_COLORS = ("red", "green", "yellow", "blue", "magenta", "cyan")
@@ -884,7 +995,7 @@ def _draw_graph(nodes: list[ops.GraphNode], current: str) -> None:
         if node.branches:
             labels = ", ".join(f"HEAD -> {b}" if b == current else b for b in node.branches)
             line += [" (", click.style(labels, fg="green", bold=True), ")"]
-        line += [f" {node.op} {node.path}  ", click.style(_when(node.created_at), dim=True)]
+        line += [f" {node.op} {_log_path(node.op, node.path)}  ", click.style(_when(node.created_at), dim=True)]
         click.echo("".join(line))
 
 
@@ -945,19 +1056,52 @@ def mind(min_count: int, show_all: bool, path: str | None, branch: str, key_file
 def verify(path: str | None, key_file: str | None, as_json: bool) -> None:
     """Open every record and re-derive every snapshot id, on every branch.
 
-    Exits 0 when everything authenticates, 1 when anything does not (the problems are listed).
+    A record erased by `sovseal purge` is checked as its skeleton, named by an authentic redaction,
+    and counted as erased. Exits 0 when everything authenticates, 1 when anything does not (the
+    problems are listed).
     """
     with _open(path, key_file=key_file) as (mem, _), _progress("verifying") as progress:
         report = mem.verify(progress=progress)
     if as_json:
         _emit_json(report)
     else:
-        click.echo(f"{'ok' if report.ok else 'FAILED'}: {_count(report.records, 'record')}, {_count(report.branches, 'branch', 'branches')}")
+        erased = f", {report.erased} of them erased by a purge (skeletons checked)" if report.erased else ""
+        click.echo(
+            f"{'ok' if report.ok else 'FAILED'}: {_count(report.records, 'record')}, {_count(report.branches, 'branch', 'branches')}{erased}"
+        )
         for problem in report.problems:  # without the core's advice to run verify: this is verify
             click.echo(f"  {_cli_message(IntegrityError(problem), None)}")
         for repair in report.repairs:
             click.echo(f"  repaired on open: {repair}")
     sys.exit(EXIT_OK if report.ok else EXIT_INTEGRITY)
+
+
+@main.command(short_help="Rewrite the journal without erased content.")
+@path_option
+@key_option
+@json_option
+def compact(path: str | None, key_file: str | None, as_json: bool) -> None:
+    """Rewrite the journal without the content `sovseal purge --no-compact` (or a pull) erased.
+
+    Crash-safe (a new file, fsynced, renamed over the old one). Other processes keep reading and
+    writing meanwhile; writers wait only while the new journal takes the old one's place (the
+    pause printed). Purge compacts by itself, and so does a store whose erased bytes pass the
+    threshold, so this is needed only after `purge --no-compact`.
+
+    \b
+      sovseal compact
+      sovseal compact --json | jq .reclaimed
+    """
+    with _open(path, key_file=key_file) as (mem, _):
+        report = mem.compact()
+    if as_json:
+        _emit_json({**ops.jsonable(report), "reclaimed": report.reclaimed})
+        return
+    click.echo(
+        f"compacted the journal: {_size(report.bytes_before)} -> {_size(report.bytes_after)}, {_reclaimed(report.reclaimed)}, "
+        f"{_count(report.skeletons, 'skeleton')} written"
+    )
+    click.echo(f"took {report.seconds:.2f} s; writers paused {report.paused * 1000:.1f} ms")
 
 
 @main.command("rebuild-index", short_help="Re-embed everything into a fresh vector index.")
@@ -1249,7 +1393,7 @@ def mcp(path: str | None, branch: str, key_file: str | None) -> None:
     """Run the MCP server on stdio, for agents (Claude Desktop, Claude Code, Cursor, ...).
 
     It creates the store (and key) on first start, warms the embedding model, then serves the
-    tools store_memory, recall_memory, get_memory, delete_memory, snapshot, fork, rollback,
+    tools store_memory, recall_memory, get_memory, delete_memory, purge, snapshot, fork, rollback,
     list_branches, switch_branch, memory_log, verify, and message_anonymize and
     message_deanonymize (with the anonymize extra). See docs/mcp.md for client configs.
 

@@ -18,8 +18,8 @@ import sovseal.cli as cli
 from tests.cli.conftest import Run
 
 ALL_COMMANDS = {
-    "init", "status", "store", "recall", "get", "delete", "log", "branches", "fork", "rollback", "verify",
-    "mind", "export", "import", "key", "rebuild-index", "mcp", "demo",
+    "init", "status", "store", "recall", "get", "delete", "purge", "log", "branches", "fork", "rollback", "verify",
+    "compact", "mind", "export", "import", "key", "rebuild-index", "mcp", "demo",
 }
 
 
