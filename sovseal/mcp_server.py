@@ -45,6 +45,7 @@ TOOLS = (
     "recall_memory",
     "get_memory",
     "delete_memory",
+    "purge",
     "snapshot",
     "fork",
     "rollback",
@@ -62,6 +63,9 @@ sovseal is your long-term memory: local, encrypted, and versioned like git.
 again replaces what it shows, and storing the same value again reinforces it (reinforced memories \
 rank higher). Use type "semantic" for facts, "procedural" for how-tos, "episodic" for events.
 - recall_memory finds memories by meaning; get_memory reads one path exactly.
+- delete_memory hides a path but keeps its history (rollback brings it back). purge erases every \
+version of a path (or of every path under a prefix) on every branch for good, irreversibly: use it \
+only when the user asks to forget something for real (a secret stored by mistake, an erasure request).
 - Every write creates a snapshot. snapshot tells the current one; rollback moves back to an \
 earlier one without deleting anything; fork starts a branch to try something without touching the \
 main line; switch_branch and list_branches move between branches.
@@ -223,6 +227,38 @@ def build_server(mem: Sovseal) -> FastMCP:
 
         return await session.run(work)
 
+    @server.tool(
+        title="Purge a memory for good (irreversible)",
+        annotations=ToolAnnotations(readOnlyHint=False, destructiveHint=True, idempotentHint=True, openWorldHint=False),
+    )
+    async def purge(
+        path: Annotated[str | None, Field(description="Erase every version of this exact path. Give path or prefix, not both.")] = None,
+        prefix: Annotated[
+            str | None,
+            Field(description='Erase every path that starts with this string, e.g. "customer.42." (end it with the dot).'),
+        ] = None,
+        reason: Annotated[str, Field(description="Why, kept (encrypted) in the redaction record, e.g. \"the user asked\".")] = "",
+    ) -> CallToolResult:
+        """IRREVERSIBLE. Erase every version of a memory path (or of every path under a prefix) on every branch,
+        for good: unlike delete_memory, nothing can bring it back, not rollback, not the key holder. Only when
+        the user asks to forget something for real. The lineage stays verifiable (erased snapshots show as op
+        "erased" in memory_log); the journal is compacted at once. With replication on, the server and the
+        other devices erase it too. Returns the erased snapshot ids; an error if nothing was ever stored there."""
+
+        def work(m: Sovseal) -> dict[str, Any]:
+            result = m.purge(path, prefix=prefix, reason=reason, compact=True)
+            return {
+                "path": path,
+                "prefix": prefix,
+                "reason": reason,
+                "erased": result.erased,
+                "compacted": result.compacted,
+                "bytes_reclaimed": result.bytes_reclaimed,
+                "replication": m.replication is not None,
+            }
+
+        return await session.run(work)
+
     @server.tool(title="Current snapshot", annotations=_READ)
     async def snapshot() -> CallToolResult:
         """The current branch and its HEAD snapshot id: remember it to come back later with rollback or fork."""
@@ -287,8 +323,8 @@ def build_server(mem: Sovseal) -> FastMCP:
             bool, Field(description="true: the snapshot graph of every branch (with parent ids and branch heads).")
         ] = False,
     ) -> CallToolResult:
-        """The history of the current branch, newest first: each snapshot's id, parent, operation (store or
-        delete), path and time. Use the ids with rollback or fork."""
+        """The history of the current branch, newest first: each snapshot's id, parent, operation (store,
+        delete, or erased: purged, with an empty path), path and time. Use the ids with rollback or fork."""
 
         def work(m: Sovseal) -> dict[str, Any]:
             if all_branches:
@@ -299,8 +335,9 @@ def build_server(mem: Sovseal) -> FastMCP:
 
     @server.tool(title="Verify the store", annotations=_READ)
     async def verify() -> CallToolResult:
-        """Decrypt every record and re-derive every snapshot id on every branch. ok: false lists the damaged
-        records (restore them from a backup or a replica)."""
+        """Decrypt every record and re-derive every snapshot id on every branch; records erased by purge are
+        checked as skeletons and counted in erased. ok: false lists the damaged records (restore them from a
+        backup or a replica)."""
         return await session.run(lambda m: m.verify())
 
     @server.tool(title="Anonymize a message", annotations=_READ)
