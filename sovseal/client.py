@@ -18,7 +18,15 @@ from datetime import UTC, datetime
 from typing import TYPE_CHECKING, Any
 
 from .entries import Entry, make_entry, memory_text
-from .errors import EmbedderMismatchError, IntegrityError, InvalidInputError, StorageError, StoreClosedError, UnknownPathError
+from .errors import (
+    EmbedderMismatchError,
+    IntegrityError,
+    InvalidInputError,
+    KeyRotatedError,
+    StorageError,
+    StoreClosedError,
+    UnknownPathError,
+)
 from .frames import Op
 from .keys import coerce_key, load_master_key
 from .paths import store_dir, store_exists
@@ -889,7 +897,20 @@ class Sovseal:
             erased_here = lineage.uncompacted > 0
         if erased_here:  # a redaction came in: its content leaves this store now
             self.compact()
+        self._check_rotated()
         return waiting
+
+    def _check_rotated(self) -> None:
+        """KeyRotatedError once a pulled redaction said another device rotated the store's key."""
+        new_key_id = self._store.rotated_to
+        if new_key_id is not None:
+            raise KeyRotatedError(
+                f"the store was rotated to a new key (id {new_key_id}) on another device: everything sealed under this "
+                f"key was erased on the server and here. To move: export the new key there (`sovseal key export`), import "
+                "it into a new store directory here (`sovseal key import`), set the new server project's API key, and "
+                "pull; the store comes back whole under the new key",
+                new_key_id=new_key_id,
+            )
 
     def pull(self, *, progress: Callable[[int, int], None] | None = None) -> PullResult:
         """Fetch this project's items from the server and replay them here: restore on a second device.
@@ -908,6 +929,7 @@ class Sovseal:
             erased_here = lineage.uncompacted > 0
         if erased_here:  # a redaction came in: its content leaves this device now, not at some later compaction
             self.compact()
+        self._check_rotated()
         with self._store.reading() as lineage:
             visible = {idx for branch in lineage.branches.values() for idx in lineage.view(branch).values()}
         if visible and (index := self._index_if_current()) is not None:  # None: another model's index, rebuild-index embeds

@@ -67,6 +67,18 @@ class KeyUnavailableError(SovsealError):
     """No master key could be loaded (no OS keychain, no allowed fallback, or the wrong key)."""
 
 
+class KeyRotatedError(KeyUnavailableError):
+    """Another device rotated this store to a new key: what was sealed under this one is erased.
+
+    ``new_key_id`` names the new key. Import it (``sovseal key import``) into a new store directory,
+    set the new project's API key, and pull: the store comes back whole under the new key.
+    """
+
+    def __init__(self, message: str, *, new_key_id: str) -> None:
+        super().__init__(message)
+        self.new_key_id = new_key_id
+
+
 class KeyExhaustedError(SovsealError):
     """A key has sealed so many records that random 96-bit nonces would no longer be safe."""
 

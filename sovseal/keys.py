@@ -43,6 +43,9 @@ __all__ = [
     "import_key",
     "key_file_path",
     "load_master_key",
+    "promote_staged_key",
+    "stage_next_key",
+    "staged_key",
     "store_master_key",
     "store_uuid",
 ]
@@ -423,3 +426,77 @@ def _save(store_dir: Path, master: bytes, keychain: keyring.backend.KeyringBacke
         f"{type(keyring.get_keyring()).__module__}.{type(keyring.get_keyring()).__name__}, which is not a "
         f"protected keychain), and the key file fallback is off. {_NO_KEYCHAIN_HELP}"
     )
+
+
+# --- rotation: the next key, staged beside the current one ------------------------------------------
+
+_STAGED_SUFFIX = ".next"
+
+
+def _staged_file(store_dir: Path) -> Path:
+    return key_file_path(store_dir).with_name("master.next.key")
+
+
+def stage_next_key(store_dir: Path, master: bytes) -> str:
+    """Keep ``master`` as the store's *next* key (docs/design.md, "Key rotation"), where its key is kept.
+
+    Staged before the journal is rewritten under it, so a crash never loses the key the store is
+    about to need. Staging the same key again is a no-op; another key already staged is refused.
+    """
+    store_dir = Path(store_dir).absolute()
+    staged = staged_key(store_dir)
+    if staged is not None:
+        if not hmac.compare_digest(staged, master):
+            raise InvalidInputError(
+                f"another new key is already staged for the store at {store_dir} by an unfinished rotation; run "
+                "`sovseal key rotate` without --new-key to finish that rotation first"
+            )
+        return "staged"
+    keychain = _usable_keychain()
+    uid = store_uuid(store_dir, create=False)
+    if keychain is not None and uid is not None and _keychain_get(keychain, uid) is not None:
+        _keychain_put(keychain, uid + _STAGED_SUFFIX, master)
+        return _describe(keychain)
+    path = _staged_file(store_dir)
+    _ensure_dir(path.parent)
+    _write_new_file(path, (export_key(master) + "\n").encode("ascii"), 0o600)
+    return f"file:{path}"
+
+
+def staged_key(store_dir: Path) -> bytes | None:
+    """The next key an unfinished rotation staged, or None."""
+    store_dir = Path(store_dir).absolute()
+    path = _staged_file(store_dir)
+    if os.path.lexists(path):
+        return _read_key_file(path)
+    uid = store_uuid(store_dir, create=False)
+    keychain = _usable_keychain() if uid is not None else None
+    if keychain is not None and uid is not None:
+        return _keychain_get(keychain, uid + _STAGED_SUFFIX)
+    return None
+
+
+def promote_staged_key(store_dir: Path) -> None:
+    """The staged key becomes the store's key, where the store's key was kept; the old one is gone.
+
+    Called once the journal is under the staged key. Idempotent: with nothing staged it does nothing.
+    """
+    store_dir = Path(store_dir).absolute()
+    master = staged_key(store_dir)
+    if master is None:
+        return
+    path = _staged_file(store_dir)
+    uid = store_uuid(store_dir, create=False)
+    keychain = _usable_keychain() if uid is not None else None
+    if keychain is not None and uid is not None and _keychain_get(keychain, uid) is not None:
+        _keychain_put(keychain, uid, master)
+    if os.path.lexists(key_file_path(store_dir)):
+        _write_new_file(key_file_path(store_dir), (export_key(master) + "\n").encode("ascii"), 0o600, replace=True)
+    if os.path.lexists(path):
+        path.unlink()
+        fsync_dir(path.parent)
+    elif keychain is not None and uid is not None:
+        try:
+            keychain.delete_password(KEYRING_SERVICE, uid + _STAGED_SUFFIX)
+        except Exception as exc:  # noqa: BLE001 - a keychain boundary: the staged copy equals the key now
+            raise KeyUnavailableError(f"the OS keychain kept the staged key ({exc}); it is the store's key now, remove it by hand") from exc

@@ -179,6 +179,7 @@ class LocalStore:
             make_dirs(directory)
         self.sealing = Sealing(master)
         self._key_confirmed = False  # store.json names this key's id (set by _check_meta)
+        self._rotating_to: str | None = None  # store.json: a key rotation to this key id is unfinished
         self.store_uuid = self._check_meta()
         self._journal = Journal(directory / _JOURNAL, self.sealing.journal_key, read_only=self.read_only)
         self._flock = None if self.read_only else WriterLock(directory / _LOCK, lock_timeout)
@@ -195,6 +196,7 @@ class LocalStore:
         self._sids: dict[int, str] = {}
         self._names: dict[bytes, str] = {}
         self.repairs: list[str] = []  # what recovery did on open, for status()
+        self.rotated_to: str | None = None  # a pulled redaction said the store moved to this key id
         self.closed = False
         try:
             with self._mutex:
@@ -211,6 +213,8 @@ class LocalStore:
             self.close()
             if exc.key_is_right:
                 raise
+            if self._rotating_to is not None:
+                raise self._rotation_unfinished() from None
             if self._key_confirmed:
                 raise IntegrityError(
                     f"the header of the journal in {directory} is damaged: store.json names this key, yet the header "
@@ -231,7 +235,9 @@ class LocalStore:
         meta_path = self.directory / _META
         meta = json.loads(meta_path.read_text()) if meta_path.exists() else {}
         if "key_id" in meta:
-            self._key_confirmed = meta["key_id"] == self.sealing.key_id
+            self._rotating_to = meta.get("rotating_to")
+            # During a rotation the journal is under one of the two keys: the header decides which.
+            self._key_confirmed = self.sealing.key_id in (meta["key_id"], self._rotating_to)
             if not self._key_confirmed:
                 raise KeyUnavailableError(
                     f"the store at {self.directory} was created with key id {meta.get('key_id')}; the key given has id "
@@ -247,6 +253,34 @@ class LocalStore:
         if "key_id" not in meta:
             meta = {"format": STORE_FORMAT, "store_uuid": self.store_uuid, "key_id": self.sealing.key_id}
             atomic_write(meta_path, json.dumps(meta, indent=2).encode())
+        elif meta.get("rotating_to") == self.sealing.key_id:  # the journal is under the new key: finish the switch
+            self.set_meta(key_id=self.sealing.key_id, rotating_to=None)
+            self._rotating_to = None
+            self.repairs.append("finished a key rotation interrupted after the journal was switched to this key")
+
+    def set_meta(self, **fields: Any) -> None:
+        """Change fields of ``store.json`` atomically (a None value removes the field)."""
+        meta_path = self.directory / _META
+        meta = json.loads(meta_path.read_text())
+        for name, value in fields.items():
+            if value is None:
+                meta.pop(name, None)
+            else:
+                meta[name] = value
+        atomic_write(meta_path, json.dumps(meta, indent=2).encode())
+
+    def _rotation_unfinished(self) -> KeyUnavailableError:
+        meta = json.loads((self.directory / _META).read_text())
+        if self.sealing.key_id == self._rotating_to:
+            return KeyUnavailableError(
+                f"a rotation of the store at {self.directory} to this key (id {self.sealing.key_id}) stopped before the "
+                f"switch: the store is still under key id {meta['key_id']}, unchanged. Open it with that key, or run "
+                "`sovseal key rotate` to finish the rotation"
+            )
+        return KeyUnavailableError(
+            f"the store at {self.directory} was rotated to key id {self._rotating_to}: open it with the new key (staged "
+            "in its keychain entry or key file; `sovseal key rotate` finishes the switch)"
+        )
 
     def close(self) -> None:
         with self._mutex:
@@ -331,6 +365,7 @@ class LocalStore:
         if not self.read_only:
             _remove_stale(self.directory / CHECKPOINT)
             _remove_stale(self.directory / _COMPACTING)
+            _remove_stale(self.directory / "journal.rotating")  # sovseal.rotation's new journal
         if not (self.directory / CHECKPOINT).is_file():
             return  # a small store has none: nothing heavy (numpy) is imported to find that out
         from . import checkpoint as cp
@@ -892,16 +927,20 @@ class LocalStore:
                     "restore the store from a replica or backup"
                 )
 
-    def replace_journal(self, new: Path) -> None:
+    def replace_journal(self, new: Path, sealing: Sealing | None = None) -> None:
         """Put a rewritten journal in place of this one (the caller holds the writer lock).
 
         The checkpoint goes first (it names the old journal and may hold erased paths), then the
-        rename and the directory fsync; this handle then reads the new journal from its start.
+        rename and the directory fsync; this handle then reads the new journal from its start,
+        under ``sealing`` when the new journal is under another key (a rotation).
         """
         (self.directory / CHECKPOINT).unlink(missing_ok=True)
         self.checkpointed, self.checkpoint_has_catalog = 0, False
         os.replace(new, self._journal.path)
         fsync_dir(self.directory)
+        if sealing is not None:
+            self.sealing = sealing
+            self._names.clear()
         self._reopen_journal()
         self._catch_up(owner=True)
 
@@ -967,22 +1006,37 @@ class LocalStore:
         with self._writing():
             lineage = self._lineage
             targets = sorted({idx for idx in select(lineage) if not lineage.nodes[idx].redacted})
-            pairs: list[tuple[str, bytes, bytes]] = []
-            for idx in targets:
-                node = lineage.nodes[idx]
-                frame = self.decode(self.recheck(idx))
-                if not isinstance(frame, fr.RecordFrame):
-                    raise IntegrityError(f"journal byte {node.offset} is not a record frame; run verify()")
-                sid = self.sid_of(idx)
-                op = "delete" if node.op is fr.Op.DELETE else "store"
-                seal = self.sealing.seal(canonicalize({"sid": sid, "op": op, "redacted": True}), self.sealing.skeleton_aad(frame))
-                pairs.append((sid, node.wire_id, seal))
-            for start in range(0, len(pairs), fr.MAX_ERASED):
-                chunk = pairs[start : start + fr.MAX_ERASED]
-                frame = fr.RedactionFrame(self._tick(), tuple((wire, seal) for _, wire, seal in chunk), b"")
-                body = canonicalize({**description, "purged": [sid for sid, _, _ in chunk], "at": frame.at})
-                self._append([dataclasses.replace(frame, sealed_body=self.sealing.seal(body, self.sealing.redaction_aad(frame)))])
-            return [sid for sid, _, _ in pairs]
+            erased: list[str] = []
+            for start in range(0, len(targets), fr.MAX_ERASED):
+                frame, sids = self.redaction_frame(targets[start : start + fr.MAX_ERASED], description)
+                self._append([frame])
+                erased += sids
+            return erased
+
+    def redaction_frame(self, targets: list[int], description: Mapping[str, Any]) -> tuple[fr.RedactionFrame, list[str]]:
+        """A sealed redaction frame erasing the nodes ``targets`` (at most MAX_ERASED), not appended,
+        and their snapshot ids. The caller holds the writer lock."""
+        pairs: list[tuple[bytes, bytes]] = []
+        sids: list[str] = []
+        for idx in targets:
+            node = self._lineage.nodes[idx]
+            frame = self.decode(self.recheck(idx))
+            if not isinstance(frame, fr.RecordFrame):
+                raise IntegrityError(f"journal byte {node.offset} is not a record frame; run verify()")
+            sid = self.sid_of(idx)
+            op = "delete" if node.op is fr.Op.DELETE else "store"
+            pairs.append((node.wire_id, self.sealing.seal(canonicalize({"sid": sid, "op": op, "redacted": True}), self.sealing.skeleton_aad(frame))))
+            sids.append(sid)
+        redaction = fr.RedactionFrame(self._tick(), tuple(pairs), b"")
+        body = canonicalize({**description, "purged": sids, "at": redaction.at})
+        return dataclasses.replace(redaction, sealed_body=self.sealing.seal(body, self.sealing.redaction_aad(redaction))), sids
+
+    def lineage_now(self) -> Lineage:
+        """The lineage as it is (the caller holds the writer lock, so it is caught up and stays so)."""
+        return self._lineage
+
+    def sid_of_wire(self, wire: bytes) -> str:
+        return self.sid_of(self._lineage.by_wire[wire])
 
     # -- replication: the outbox out, acks in, items from another device in ----------------
 
@@ -992,7 +1046,7 @@ class LocalStore:
             out: list[WireItem] = []
             for offset, size in lineage.pending.first(limit):
                 _, body = self._journal.read_frame(offset, size)
-                out.append(self._to_wire(self.decode(body)))
+                out.append(self.wire_item(self.decode(body)))
             return out
 
     def export_all(self) -> list[WireItem]:
@@ -1007,10 +1061,11 @@ class LocalStore:
                     raise IntegrityError(f"journal byte {frame.offset} failed authentication; run verify() before exporting")
                 decoded = self.decode(frame.body)
                 if not isinstance(decoded, fr.AckFrame):
-                    out.append(self._to_wire(decoded))
+                    out.append(self.wire_item(decoded))
             return out
 
-    def _to_wire(self, frame: fr.Frame) -> WireItem:
+    def wire_item(self, frame: fr.Frame) -> WireItem:
+        """A replicable frame as the item the server receives (an erased record: its skeleton)."""
         if isinstance(frame, fr.RecordFrame) and not frame.redacted and frame.wire_id in self._lineage.redactions:
             frame = self._skeleton_of(frame)  # erased, not compacted yet: its content never leaves again
         if isinstance(frame, fr.RedactionFrame):
@@ -1166,7 +1221,9 @@ class LocalStore:
             return None
         erased = tuple((bytes.fromhex(wire), seal) for wire, seal in item.erased)
         frame = fr.RedactionFrame(hlc, erased, item.sealed, int(flags))
-        self._open_redaction_body(frame)
+        body = self._open_redaction_body(frame)
+        if "rotated_to" in body:  # another device moved the store to a new key (sovseal.rotation.retirement)
+            self.rotated_to = str(body["rotated_to"])
         lineage = self._lineage
         if any(wire not in lineage.by_wire for wire, _ in erased):
             raise _NotYet
