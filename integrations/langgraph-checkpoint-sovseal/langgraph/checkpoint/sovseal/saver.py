@@ -775,7 +775,8 @@ class _SovsealSaverBase(BaseCheckpointSaver[str]):
                 return None
             checkpoint_id = get_checkpoint_id(config) or fam.newest(ns)
             assert checkpoint_id is not None  # nosec B101 -- type narrowing: ids is not empty
-            return self._tuple(fam, thread_id, ns, checkpoint_id)
+            # The checkpoint's record and its writes records, if remembered, are rechecked in one call.
+            return self._rechecked(lambda: self._tuple(fam, thread_id, ns, checkpoint_id))
 
     def list(
         self,
@@ -837,17 +838,26 @@ class _SovsealSaverBase(BaseCheckpointSaver[str]):
         out.sort(reverse=True)
         return [(thread_id, ns, checkpoint_id) for checkpoint_id, thread_id, ns in out]
 
+    def _rechecked(self, decode: Callable[[], _T]) -> _T:
+        """``decode()`` with the remembered records it reads rechecked together, in one
+        ``Sovseal.recheck`` call, before anything it decoded is returned (caller holds the lock)."""
+        s = self._s
+        if s.deferred_rechecks is not None:  # already inside a batch: it rechecks these too
+            return decode()
+        s.deferred_rechecks = []
+        try:
+            decoded = decode()
+            sids = s.deferred_rechecks
+        finally:
+            s.deferred_rechecks = None
+        if sids:
+            s.handle.recheck(*sids)
+        return decoded
+
     def _listed_batch(self, candidates: list[tuple[str, str, str]], filter: dict[str, Any] | None) -> list[CheckpointTuple | None]:
         """Decode a batch of listed checkpoints; the records they came from are rechecked in one call."""
         with self._s.lock:
-            self._s.deferred_rechecks = []
-            try:
-                decoded = [self._listed(*c, filter) for c in candidates]
-                sids = self._s.deferred_rechecks
-            finally:
-                self._s.deferred_rechecks = None
-            self._s.handle.recheck(*sids)
-        return decoded
+            return self._rechecked(lambda: [self._listed(*c, filter) for c in candidates])
 
     def _listed(self, thread_id: str, ns: str, checkpoint_id: str, filter: dict[str, Any] | None) -> CheckpointTuple | None:
         with self._s.lock:
