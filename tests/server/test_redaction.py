@@ -453,3 +453,46 @@ def test_the_skeleton_of_a_format_2_record_says_redacted_and_validates() -> None
     assert item.flags & REDACTED
     items, _ = parse_push(json.loads(encode_push([item], "")), 10)
     assert json.loads(items[0].body) == body  # the server stores what a device pushes
+
+
+def test_a_key_rotation_retires_the_old_project_and_replicates_to_a_new_one(
+    srv: ServerThread, database: str, tmp_path: Path, key: bytes  # noqa: F811
+) -> None:
+    """Device one rotates its store to a new key. The old server project keeps only skeletons; the
+    store replicates whole to the new key's project (with its own API key) and a device restored
+    there sees everything; device two, still on the old key, erases what it holds on its next pull
+    and is told how to move."""
+    from sovseal import ops
+    from sovseal.crypto import project_blind_id
+    from sovseal.errors import KeyRotatedError
+    from sovseal.keys import export_key
+    from tests.replication.conftest import open_mem
+
+    old_project, new_key = project_blind_id("default", key), os.urandom(32)
+    new_project = project_blind_id("default", new_key)
+    api_old, api_new = srv.storage.create_api_key(old_project), srv.storage.create_api_key(new_project)
+    with open_mem(tmp_path / "one", key, srv.url, api_old) as one, open_mem(tmp_path / "two", key, srv.url, api_old) as two:
+        one.store("user.editor", "helix")
+        one.fork(branch="draft")
+        one.store("user.secret", "correct horse battery staple")
+        assert one.replication is not None and one.replication.flush(30)
+        assert two.pull().waiting == 0
+        before = {name: one.view(name).state() for name in one.branches()}
+    old_bodies = [WireItem.from_json(r).sealed for r in served(server_items(srv.url, api_old, old_project)) if r["kind"] == "record"]
+    result = ops.rotate_key(tmp_path / "one", key_text=export_key(key), new_key=new_key, endpoint=srv.url, api_key=api_old)
+    assert result.verified and result.retired
+    rows = served(server_items(srv.url, api_old, old_project))
+    assert all(r["flags"] & REDACTED for r in rows if r["kind"] == "record")
+    assert not any(b64(s) in all_bodies(srv) for s in old_bodies)
+    with open_mem(tmp_path / "one", new_key, srv.url, api_new) as one:
+        assert one.replication is not None and one.replication.flush(30)
+    with open_mem(tmp_path / "three", new_key, srv.url, api_new) as three:
+        assert three.pull().waiting == 0
+        assert {name: three.view(name).state() for name in three.branches()} == before
+        assert three.verify().ok
+    with open_mem(tmp_path / "two", key, srv.url, api_old) as two:
+        with pytest.raises(KeyRotatedError) as raised:
+            two.pull()
+        assert raised.value.new_key_id == result.new_key_id
+        assert two.state() == {} and two.verify().ok
+    assert_gone_from_files(srv, database, old_bodies)
