@@ -406,3 +406,25 @@ def test_records_written_in_journal_format_2_are_erased_on_every_device_too(tmp_
         assert c.get("user.editor") is None and c.verify().ok
     for directory in ("a", "b", "c"):
         assert not any(s in _every_file(tmp_path / directory) for s in sealed)
+
+
+def test_a_write_on_an_offline_device_before_it_saw_the_purge_survives_it(tmp_path: Path, key: bytes) -> None:
+    """Documented outcome (docs/design.md, "Purge and concurrent writes"): a purge erases the versions
+    its device held; a write of the path made elsewhere before the purge arrived is concurrent with it."""
+    with _open(tmp_path / "a", key) as a:
+        a.store("user.secret", SECRET)
+        shared = a.export_items()
+    with _open(tmp_path / "b", key) as b:
+        b.import_items(shared)
+        b.store("user.secret", "written offline, after the purge on the other device")
+        offline = b.export_items()
+    with _open(tmp_path / "a", key) as a:
+        a.purge("user.secret")
+        purged = a.export_items()
+        a.import_items(offline)  # the offline write arrives after the purge
+        assert a.get("user.secret").payload == "written offline, after the purge on the other device"
+    with _open(tmp_path / "b", key) as b:
+        b.import_items(purged)  # the purge arrives: the version both devices had goes, the offline one stays
+        assert b.get("user.secret").payload == "written offline, after the purge on the other device"
+        assert b.verify().ok and b.verify().erased == 1
+        assert all(SECRET not in str(m.payload) for m in b.recall("launch code", k=5))
