@@ -17,67 +17,20 @@ from langchain_core.documents import Document
 from langchain_core.embeddings import DeterministicFakeEmbedding
 from langchain_core.messages import AIMessage, HumanMessage
 from langchain_core.vectorstores import InMemoryVectorStore
-from langchain_sovseal import SovsealByteStore, SovsealChatMessageHistory, SovsealVectorStore
+from langchain_sovseal import (
+    SovsealByteStore,
+    SovsealChatMessageHistory,
+    SovsealVectorStore,
+)
 
 from sovseal import Sovseal
-from sovseal import checkpoint as cp
-from sovseal import frames as fr
-from sovseal.store import CHECKPOINT
 from tests.fakes import fake_embed
+from tests.integrations.erasure_scan import assert_gone, sealed_under
 
 FAKE = DeterministicFakeEmbedding(size=16)
 SECRET = "the vault combination is 7351-alpha-quebec"
 #: Over 128 KiB of JSON: stored as a descriptor record and part records.
 BIG = ("the vault combination is 7351-alpha-quebec, said the tool output\n" * 4_000)[:200_000]
-
-
-def _sealed(mem: Sovseal, prefix: str) -> dict[str, list[bytes]]:
-    """The sealed entry bytes of every version of every record under ``prefix`` (any branch, deleted too)."""
-    store = mem._store
-    out: dict[str, list[bytes]] = {}
-    with store.reading() as lineage:
-        for node in lineage.nodes:
-            if node.redacted:
-                continue
-            opened = store.open(node.idx)
-            if opened.entry.path.startswith(prefix):
-                frame = store.decode(store.recheck(node.idx))
-                assert isinstance(frame, fr.RecordFrame)
-                out.setdefault(opened.entry.path, []).append(frame.sealed_entry)
-    return out
-
-
-def _every_file(directory: Path) -> bytes:
-    return b"\0".join(p.read_bytes() for p in sorted(directory.rglob("*")) if p.is_file())
-
-
-def _plaintexts(directory: Path, key: bytes) -> bytes:
-    """Everything the key still opens: every record's entry, every redaction's body, the checkpoint."""
-    out: list[bytes] = []
-    with Sovseal(directory, key=key, embedder=fake_embed) as mem:
-        store = mem._store
-        with store.reading() as lineage:
-            for node in lineage.nodes:
-                if not node.redacted:
-                    out.append(store.open(node.idx).entry.canonical())
-        for item in mem.export_items():
-            if item.kind == "redaction":
-                frame = fr.RedactionFrame(round(item.created_at * 1e6), tuple((bytes.fromhex(w), s) for w, s in item.erased), item.sealed)
-                out.append(repr(store._open_redaction_body(frame)).encode())
-    if (directory / CHECKPOINT).exists():
-        from sovseal.crypto import derive_subkeys
-
-        _, arrays = cp.read(directory / CHECKPOINT, derive_subkeys(key).k_rest)
-        out.extend(a.tobytes() for a in arrays.values())
-    return b"\0".join(out)
-
-
-def _assert_gone(directory: Path, key: bytes, sealed: list[bytes], *needles: bytes) -> None:
-    data = _every_file(directory)
-    assert sealed and not any(s in data for s in sealed)
-    opened = _plaintexts(directory, key)
-    for needle in needles:
-        assert needle not in opened
 
 
 @pytest.fixture
@@ -104,8 +57,8 @@ def test_erase_reads_like_in_memory_delete_and_leaves_nothing_on_disk(store: Sov
     mem.fork(branch="side")  # the secret on another branch too
     mem.store("langchain/docs/secret", {"on": "a branch"})
     mem.checkout("main")
-    before = _sealed(mem, "langchain/docs/")
-    before_parts = _sealed(mem, "langchain-parts/")
+    before = sealed_under(mem, "langchain/docs/")
+    before_parts = sealed_under(mem, "langchain-parts/")
     assert len(before["langchain/docs/secret"]) == 3 and len(before_parts) >= 2
 
     assert store.delete(["secret", "big", "never-stored"], erase=True) is True
@@ -121,19 +74,19 @@ def test_erase_reads_like_in_memory_delete_and_leaves_nothing_on_disk(store: Sov
     assert not any(p.startswith("langchain-parts/") for p in mem.state())
     sealed = [*before["langchain/docs/secret"], *before["langchain/docs/big"], *(s for v in before_parts.values() for s in v)]
     store.close()
-    _assert_gone(store_dir, key, sealed, b"7351", b"said the tool output")
+    assert_gone(store_dir, key, sealed, b"7351", b"said the tool output")
 
 
 def test_erase_of_a_big_document_reaches_every_version_of_its_parts(store: SovsealVectorStore, store_dir: Path, key: bytes) -> None:
     store.add_documents([Document(id="big", page_content=BIG)])
     store.add_documents([Document(id="big", page_content=BIG.replace("7351", "9999"))])  # new parts; the old ones tombstoned
     store.delete(["big"])  # a plain delete first: the descriptor is no longer visible
-    sealed = [s for v in _sealed(store.client, "langchain").values() for s in v]
+    sealed = [s for v in sealed_under(store.client, "langchain").values() for s in v]
     assert len(sealed) >= 2 + 2 * 2  # two descriptors and a tombstone, at least two parts each
     store.delete(["big"], erase=True)  # an id deleted earlier is still erased, parts of every version too
     assert store.client.verify().ok
     store.close()
-    _assert_gone(store_dir, key, sealed, b"7351", b"9999", b"said the tool output")
+    assert_gone(store_dir, key, sealed, b"7351", b"9999", b"said the tool output")
 
 
 def test_default_delete_keeps_history_and_rollback_brings_it_back(store: SovsealVectorStore) -> None:
@@ -170,12 +123,12 @@ def test_erase_the_whole_collection_leaves_other_collections(store_dir: Path, ke
         docs.add_documents(_docs())
         other.add_documents([Document(id="x", page_content="kept " + SECRET)])
         docs.delete(["keep"])  # deleted before: the erasure of the collection reaches it too
-        sealed = [s for v in _sealed(mem, "langchain/docs/").values() for s in v]
+        sealed = [s for v in sealed_under(mem, "langchain/docs/").values() for s in v]
         docs.delete(erase=True, reason="user 42 asked")
         assert docs.similarity_search("anything", k=5) == []
         assert [d.id for d in other.similarity_search("vault", k=5)] == ["x"]
         assert mem.verify().ok
-    _assert_gone(store_dir, key, sealed, b"cafeteria", b"said the tool output")
+    assert_gone(store_dir, key, sealed, b"cafeteria", b"said the tool output")
 
 
 def test_erase_arguments(store: SovsealVectorStore) -> None:
@@ -222,8 +175,8 @@ def test_chat_history_clear_erases_with_the_flag(store_dir: Path, key: bytes) ->
         history.add_messages([HumanMessage("my card is 4111 1111 1111 1111"), AIMessage(BIG)])
         nested = SovsealChatMessageHistory("s2/x", client=mem)  # its records are under s2's prefix: untouched
         nested.add_messages([HumanMessage("nested session")])
-        sealed = [s for p, v in _sealed(mem, "langchain").items() if "/s2/" in p and "/s2/x/" not in p for s in v]
-        sealed += [s for v in _sealed(mem, "langchain-parts/").values() for s in v]
+        sealed = [s for p, v in sealed_under(mem, "langchain").items() if "/s2/" in p and "/s2/x/" not in p for s in v]
+        sealed += [s for v in sealed_under(mem, "langchain-parts/").values() for s in v]
         history.clear()
         assert history.messages == []
         assert [m.content for m in kept.messages] == ["hello", "hi"]
@@ -236,7 +189,7 @@ def test_chat_history_clear_erases_with_the_flag(store_dir: Path, key: bytes) ->
         assert [m.content for m in plain.messages] == ["hello", "hi"]
         plain.clear(erase=True)  # or per call
         assert plain.messages == [] and "erased" in {e.op for e in mem.log()}
-    _assert_gone(store_dir, key, sealed, b"4111", b"said the tool output")
+    assert_gone(store_dir, key, sealed, b"4111", b"said the tool output")
 
 
 @pytest.mark.asyncio
@@ -256,7 +209,7 @@ def test_byte_store_mdelete_erases(store_dir: Path, key: bytes) -> None:
     with SovsealByteStore(path=store_dir, key=key, embedder=fake_embed) as kv:
         kv.mset([("a", b"PRIVATE-KEY-MATERIAL-a"), ("big", big), ("c", b"kept")])
         kv.mset([("a", b"PRIVATE-KEY-MATERIAL-a2")])
-        sealed = [s for p, v in _sealed(kv.client, "langchain").items() if not p.endswith("/c") for s in v]
+        sealed = [s for p, v in sealed_under(kv.client, "langchain").items() if not p.endswith("/c") for s in v]
         before = kv.client.snapshot()
         kv.mdelete(["c"])  # the default: a tombstone
         kv.client.rollback(before)
@@ -265,7 +218,7 @@ def test_byte_store_mdelete_erases(store_dir: Path, key: bytes) -> None:
         assert kv.mget(["a", "big", "c"]) == [None, None, b"kept"]
         assert sorted(kv.yield_keys()) == ["c"]
         assert kv.client.verify().ok
-    _assert_gone(store_dir, key, sealed, b"PRIVATE-KEY-MATERIAL")
+    assert_gone(store_dir, key, sealed, b"PRIVATE-KEY-MATERIAL")
     with SovsealByteStore(path=store_dir, key=key, embedder=fake_embed, erase_on_delete=True) as kv:
         kv.mdelete(["c"])
         assert kv.mget(["c"]) == [None]

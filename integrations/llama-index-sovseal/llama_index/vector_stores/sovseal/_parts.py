@@ -9,8 +9,14 @@ records are not blobs. A document, message or byte-store value whose payload is 
 - ``n`` part records at ``<parts root><at>/<i>``, each ``{"of": <record path>, "i", "n", "sha256",
   "s": <a slice of the value>}``, never indexed (``index=False``).
 
-``at`` hashes the record's path and the value's SHA-256, so a new value never reuses another's parts
-and two devices that write one id at once never mix their parts. The parts and the records of one
+``at`` is ``<group hash>/<path hash>/<value hash>``: the group is what the record belongs to (a
+collection, a chat session, a namespace), the value hash covers the record's path and the value's
+SHA-256, so a new value never reuses another's parts and two devices that write one id at once never
+mix their parts. Every part of every version of one record is therefore under
+:func:`record_prefix`, and every part of a group under :func:`group_prefix`: an erasure
+(``Sovseal.purge(prefix=...)``) reaches the parts of versions that were overwritten or deleted
+long ago, whose descriptors can no longer be read. Values stored before this layout have an ``at``
+of the value hash alone; their parts are found from the descriptor (:func:`part_paths`). The parts and the records of one
 call go in one ``Sovseal.store_many`` (parts first: a crash keeps a prefix, at worst parts that no
 record names). A read checks every part names its place and that the joined value has the recorded
 size and hash (else ``IntegrityError``). Deleting or overwriting a value deletes the parts it no
@@ -77,11 +83,26 @@ def _slices(text: str) -> list[str]:
     return out
 
 
-def pack(path: str, payload: Any, parts_root: str, *, where: str) -> tuple[Any, list[dict[str, Any]]]:
+def _hash(text: str) -> str:
+    return hashlib.sha256(text.encode("utf-8", errors="surrogatepass")).hexdigest()[:32]
+
+
+def group_prefix(parts_root: str, group: str) -> str:
+    """The path prefix of every part record of every record in ``group``."""
+    return f"{parts_root}{_hash(group)}/"
+
+
+def record_prefix(parts_root: str, group: str, path: str) -> str:
+    """The path prefix of every part record of every version of the record at ``path``."""
+    return f"{group_prefix(parts_root, group)}{_hash(path)}/"
+
+
+def pack(path: str, payload: Any, parts_root: str, *, where: str, group: str) -> tuple[Any, list[dict[str, Any]]]:
     """The payload to store at ``path`` and the part items to store before it (none if it fits).
 
     A ``str`` payload is split as text; anything else as its canonical JSON (``where`` names the
-    value in a too-large error)."""
+    value in a too-large error). ``group`` is what the record belongs to (see :func:`group_prefix`):
+    the same for every write of ``path``."""
     if _fits(payload):
         return payload, []
     if isinstance(payload, str):
@@ -95,7 +116,8 @@ def pack(path: str, payload: Any, parts_root: str, *, where: str) -> tuple[Any, 
             "elsewhere and keep a reference."
         )
     sha = hashlib.sha256(data).hexdigest()
-    at = hashlib.sha256(f"{path}\x00{sha}".encode("utf-8", errors="surrogatepass")).hexdigest()[:40]
+    value = hashlib.sha256(f"{path}\x00{sha}".encode("utf-8", errors="surrogatepass")).hexdigest()[:40]
+    at = f"{_hash(group)}/{_hash(path)}/{value}"
     pieces = _slices(text)
     n = len(pieces)
     items = [
@@ -122,6 +144,12 @@ def part_paths(payload: Any, parts_root: str) -> list[str]:
     if d is None or not isinstance(d.get("n"), int) or not isinstance(d.get("at"), str):
         return []
     return [f"{parts_root}{d['at']}/{i}" for i in range(d["n"])]
+
+
+def outside(payload: Any, parts_root: str, prefix: str) -> list[str]:
+    """The part records a stored payload names that are not under ``prefix``: a value stored before
+    parts were grouped by record names them only in its descriptor."""
+    return [p for p in part_paths(payload, parts_root) if not p.startswith(prefix)]
 
 
 def unpack(path: str, payload: Any, parts_root: str, get: Callable[[str], Any]) -> Any:

@@ -9,6 +9,7 @@ public methods is used otherwise (each is marked *SDK* below, with what it waits
 - ``store_many`` / ``delete_many``: batched writes. Until then, one ``store`` / ``delete`` each.
 - ``recall_by_vector``: dense search by a vector (``Memory.score`` = cosine). Until then, searches
   that have the query text use ``recall`` and the rest raise ``NotImplementedError``.
+- ``purge`` / ``compact``: erasure (``erase=True``). Without them, erasing raises ``NotImplementedError``.
 """
 
 from __future__ import annotations
@@ -195,3 +196,82 @@ def delete_with_parts(client: Sovseal, memories: Iterable[Memory]) -> None:
     memories = list(memories)
     delete_many(client, [m.path for m in memories])
     drop_parts(client, [m.payload for m in memories], [])
+
+
+def erase_flag(value: Any, default: bool) -> bool:
+    """The ``erase`` of a call: ``None`` takes the store's ``erase_on_delete``."""
+    if value is None:
+        return default
+    if not isinstance(value, bool):
+        raise TypeError(f"erase must be a bool, got {type(value).__name__}")
+    return value
+
+
+class Erasure:
+    """The purges of one erasing call: one ``Sovseal.purge(..., compact=False)`` per record path (and
+    per prefix of its part records), then one ``Sovseal.compact()`` at the end, because a compaction
+    rewrites the whole journal. Use as a context manager: the compaction runs on the way out, after
+    an error too (what was purged before it is compacted away).
+
+    ``record(path, group, payload)`` erases every version of ``path`` on every branch, whether it is
+    visible now or was deleted earlier, and every part record any version of it had (``payload``,
+    the visible version's, names the parts of a value stored before parts were grouped by record).
+    Nothing to erase at a path is not an error (as a delete of a missing node is not).
+    """
+
+    def __init__(self, client: Sovseal, reason: str = "") -> None:
+        if not callable(getattr(client, "purge", None)) or not callable(getattr(client, "compact", None)):
+            raise NotImplementedError("erasure needs Sovseal.purge and Sovseal.compact: upgrade sovseal (pip install -U sovseal)")
+        if not isinstance(reason, str):
+            raise TypeError(f"reason must be a str, got {type(reason).__name__}")
+        self._client = client
+        self._reason = reason
+        self._pending = False  # erased records whose sealed bytes the journal still holds
+        self.erased = 0  # snapshots erased (every version of every record)
+
+    def purge(self, path: str | None = None, *, prefix: str | None = None) -> None:
+        from sovseal.errors import UnknownPathError
+
+        try:
+            result = self._client.purge(path, prefix=prefix, reason=self._reason, compact=False)
+        except UnknownPathError:
+            return
+        self.erased += len(result.erased)
+        if result.compacted:  # the store compacted by itself (its threshold): everything so far is gone
+            self._pending = False
+        elif result.erased:
+            self._pending = True
+
+    def record(self, path: str, group: str, payload: Any = None) -> None:
+        from . import _parts
+
+        self.purge(path)
+        prefix = _parts.record_prefix(PARTS_ROOT, group, path)
+        self.purge(prefix=prefix)
+        for part in _parts.outside(payload, PARTS_ROOT, prefix):
+            self.purge(part)
+
+    def finish(self) -> None:
+        if self._pending:
+            self._client.compact()
+            self._pending = False
+
+    def __enter__(self) -> Erasure:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.finish()
+
+
+def erase_records(client: Sovseal, memories: Iterable[Memory], group: str, *, paths: Iterable[str] = (), reason: str = "") -> None:
+    """Erase these records (every version, every branch, their parts) and ``paths`` (visible or not), then compact once."""
+    with Erasure(client, reason) as erasure:
+        done: set[str] = set()
+        for m in memories:
+            if m.path not in done:
+                done.add(m.path)
+                erasure.record(m.path, group, m.payload)
+        for path in paths:
+            if path not in done:
+                done.add(path)
+                erasure.record(path, group)

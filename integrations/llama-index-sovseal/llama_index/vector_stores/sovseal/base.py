@@ -78,6 +78,18 @@ class SovsealVectorStore(BasePydanticVectorStore):
             instead of embedding the node's text again. Set it only when the index's
             ``embed_model`` is the store's own embedder (``SovsealEmbedding``): the vectors must
             share the space queries are embedded in. Nodes without an embedding are embedded here.
+        erase_on_delete: make :meth:`delete` (``index.delete_ref_doc``), :meth:`delete_nodes` and
+            :meth:`clear` erase (``Sovseal.purge``: every version on every branch, unreadable for
+            good, the bytes off the disk) instead of appending tombstones. Default False: a delete
+            is cheap and reversible (history, rollback, fork keep working); ``erase=True`` on one
+            call erases, ``erase=False`` keeps history for one call.
+
+    Deleting and erasing: a delete appends tombstones, so the nodes leave every query and
+    ``get_nodes`` while their history stays (``rollback`` brings them back). ``erase=True`` (a
+    keyword of ``delete``/``delete_nodes``, so ``index.delete_ref_doc(doc_id, erase=True)`` and
+    ``index.delete_nodes(ids, erase=True)`` pass it through) erases them for good instead, with
+    their part records; ``reason=`` (sealed with the redaction, no personal data) says why. Use
+    erasure for a right-to-erasure (GDPR) request or a secret stored by mistake.
     """
 
     stores_text: bool = True
@@ -87,6 +99,10 @@ class SovsealVectorStore(BasePydanticVectorStore):
     path_prefix: str = Field(default="", description="The path prefix of this collection's records.")
     memory_type: str = Field(default="semantic", description="episodic | semantic | procedural")
     mmr_prefetch_factor: int = Field(default=DEFAULT_MMR_PREFETCH, ge=1, description="MMR candidates per result.")
+    erase_on_delete: bool = Field(
+        default=False,
+        description="Deletes erase (Sovseal.purge: every version, for good) instead of appending tombstones.",
+    )
     use_node_embeddings: bool = Field(
         default=False,
         description="Store the embedding LlamaIndex computed for each node instead of embedding it again "
@@ -148,7 +164,7 @@ class SovsealVectorStore(BasePydanticVectorStore):
         metadata = node_to_metadata_dict(node, remove_text=True, flat_metadata=self.flat_metadata)
         content = node.get_content(metadata_mode=MetadataMode.NONE)
         path = self._path(node.node_id)
-        payload, parts = _parts.pack(path, content, _sdk.PARTS_ROOT, where=f"the text of node {node.node_id!r}")
+        payload, parts = _parts.pack(path, content, _sdk.PARTS_ROOT, where=f"the text of node {node.node_id!r}", group=self.path_prefix)
         return {
             "path": path,
             "payload": payload,
@@ -189,9 +205,28 @@ class SovsealVectorStore(BasePydanticVectorStore):
     async def async_add(self, nodes: Sequence[BaseNode], **kwargs: Any) -> list[str]:
         return await asyncio.to_thread(self.add, nodes, **kwargs)
 
+    def _erasing(self, delete_kwargs: dict[str, Any]) -> tuple[bool, str]:
+        """(erase?, reason) from a delete's keywords; any other keyword is refused."""
+        kwargs = dict(delete_kwargs)
+        erase = _sdk.erase_flag(kwargs.pop("erase", None), self.erase_on_delete)
+        reason = kwargs.pop("reason", None)
+        if kwargs:
+            raise TypeError(f"unexpected arguments: {', '.join(sorted(kwargs))}")
+        if reason is not None and not erase:
+            raise TypeError("reason= goes with erase=True: a plain delete keeps the history and records no reason")
+        return erase, reason or ""
+
+    def _remove(self, found: list[Memory], erase: bool, reason: str, paths: Sequence[str] = ()) -> None:
+        if erase:
+            _sdk.erase_records(self._client, found, self.path_prefix, paths=paths, reason=reason)
+        else:
+            _sdk.delete_with_parts(self._client, found)
+
     def delete(self, ref_doc_id: str, **delete_kwargs: Any) -> None:
-        """Delete every node of the source document ``ref_doc_id`` (tombstones; history stays)."""
-        _sdk.delete_with_parts(self._client, self._find(self._plan(doc_ids=[ref_doc_id])))
+        """Delete every node of the source document ``ref_doc_id``: tombstones (history stays), or
+        with ``erase=True`` (or ``erase_on_delete``) an erasure of every version of each node."""
+        erase, reason = self._erasing(delete_kwargs)
+        self._remove(self._find(self._plan(doc_ids=[ref_doc_id])), erase, reason)
 
     async def adelete(self, ref_doc_id: str, **delete_kwargs: Any) -> None:
         await asyncio.to_thread(self.delete, ref_doc_id, **delete_kwargs)
@@ -202,12 +237,18 @@ class SovsealVectorStore(BasePydanticVectorStore):
         filters: MetadataFilters | None = None,
         **delete_kwargs: Any,
     ) -> None:
-        """Delete the nodes with these ids and/or matching these filters (both: both must hold)."""
+        """Delete the nodes with these ids and/or matching these filters (both: both must hold).
+
+        ``erase=True`` (or ``erase_on_delete``) erases them instead; with ``node_ids`` alone, a node
+        an earlier plain delete removed is erased too."""
+        erase, reason = self._erasing(delete_kwargs)
         if node_ids is None and filters is None:
             raise ValueError("delete_nodes needs node_ids or filters; clear() deletes every node of the collection")
         if node_ids is not None and not node_ids:
             return
-        _sdk.delete_with_parts(self._client, self._find(self._plan(filters, node_ids=node_ids)))
+        found = self._find(self._plan(filters, node_ids=node_ids))
+        paths = [self._path(i) for i in node_ids] if erase and node_ids is not None and filters is None else []
+        self._remove(found, erase, reason, paths)
 
     async def adelete_nodes(
         self,
@@ -218,8 +259,9 @@ class SovsealVectorStore(BasePydanticVectorStore):
         await asyncio.to_thread(self.delete_nodes, node_ids, filters, **delete_kwargs)
 
     def clear(self) -> None:
-        """Delete every node of this collection (the lineage keeps them: ``rollback`` brings them back)."""
-        _sdk.delete_with_parts(self._client, self._find(self._plan()))
+        """Delete every node of this collection (the lineage keeps them: ``rollback`` brings them back).
+        With ``erase_on_delete`` every node the collection shows is erased instead."""
+        self._remove(self._find(self._plan()), self.erase_on_delete, "")
 
     async def aclear(self) -> None:
         await asyncio.to_thread(self.clear)

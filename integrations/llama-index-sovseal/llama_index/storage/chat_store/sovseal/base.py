@@ -18,6 +18,13 @@ batches can share ``seq`` numbers; ``delete_message`` then deletes the first in 
 written before ``batch`` existed (``{seq:012d}``) order by their ``seq``. Archiving stores the
 record again with status ``archived``: a new snapshot, so the lineage shows when each message left
 the active window.
+
+Deleting appends tombstones by default (the messages stay in the lineage; a rollback brings them
+back). With ``erase_on_delete=True`` on the store, or ``erase=True`` on one call, every delete
+(``delete_messages``, ``delete_message``, ``delete_last_message``, ``delete_oldest_messages``, the
+old messages ``set_messages`` replaces) erases instead (``Sovseal.purge``): every version of each
+message on every branch (its archived version too) and its part records, unreadable for good, the
+journal rewritten once per call so the bytes leave the disk.
 """
 
 from __future__ import annotations
@@ -26,6 +33,7 @@ import asyncio
 import os
 import threading
 import time
+from collections.abc import Callable
 from typing import TYPE_CHECKING, Any, Self
 from urllib.parse import quote
 
@@ -46,9 +54,10 @@ DEFAULT_PREFIX = "llamaindex/chat/"
 class _Chats:
     """The synchronous core both chat stores share."""
 
-    def __init__(self, client: Sovseal, prefix: str) -> None:
+    def __init__(self, client: Sovseal, prefix: str, erase: Callable[[], bool] = lambda: False) -> None:
         self.client = client
         self.prefix = prefix
+        self.erase = erase  # the store's erase_on_delete (read at each delete: the field can change)
         self.lock = threading.RLock()  # read-modify-write of a key's sequence numbers, in this process
 
     def _key_prefix(self, key: str) -> str:
@@ -87,7 +96,9 @@ class _Chats:
         items: list[dict[str, Any]] = []
         for seq, message in enumerate(messages, first_seq):
             path = f"{kp}{seq:012d}.{batch}"
-            payload, message_parts = _parts.pack(path, message.model_dump(mode="json"), _sdk.PARTS_ROOT, where=f"message {seq} of {key!r}")
+            payload, message_parts = _parts.pack(
+                path, message.model_dump(mode="json"), _sdk.PARTS_ROOT, where=f"message {seq} of {key!r}", group=kp
+            )
             item = {
                 "path": path,
                 "payload": payload,
@@ -107,6 +118,13 @@ class _Chats:
             items.append(item)
         return [*parts, *items]
 
+    def remove(self, key: str, recs: list[Memory], erase: bool | None) -> None:
+        """Delete these records of ``key``: tombstones, or an erasure (``erase``, default the store's flag)."""
+        if _sdk.erase_flag(erase, self.erase()):
+            _sdk.erase_records(self.client, recs, self._key_prefix(key))
+        else:
+            _sdk.delete_with_parts(self.client, recs)
+
     def add(self, key: str, messages: list[ChatMessage], status: MessageStatus = MessageStatus.ACTIVE) -> None:
         """Append ``messages`` with one ``Sovseal.store_many``: all of them, or none if one is refused."""
         if not messages:
@@ -116,41 +134,41 @@ class _Chats:
             first = max(m.metadata["seq"] for m in recs) + 1 if recs else 0
             _sdk.store_many(self.client, self._items(key, first, list(messages), status))
 
-    def set(self, key: str, messages: list[ChatMessage], status: MessageStatus = MessageStatus.ACTIVE) -> None:
+    def set(self, key: str, messages: list[ChatMessage], status: MessageStatus = MessageStatus.ACTIVE, erase: bool | None = None) -> None:
         """Replace the key's messages: the new ones are stored first (one ``store_many``; a refused
-        message changes nothing), then the old ones are deleted."""
+        message changes nothing), then the old ones are deleted (or erased)."""
         with self.lock:
             old = self.records(key)
             _sdk.store_many(self.client, self._items(key, 0, list(messages), status))
-            _sdk.delete_with_parts(self.client, old)
+            self.remove(key, old, erase)
 
-    def delete(self, key: str, status: MessageStatus | None = None) -> list[ChatMessage]:
+    def delete(self, key: str, status: MessageStatus | None = None, erase: bool | None = None) -> list[ChatMessage]:
         with self.lock:
             recs = self.records(key, status)
             messages = [self.message(m) for m in recs]
-            _sdk.delete_with_parts(self.client, recs)
+            self.remove(key, recs, erase)
             return messages
 
-    def delete_seq(self, key: str, seq: int) -> ChatMessage | None:
+    def delete_seq(self, key: str, seq: int, erase: bool | None = None) -> ChatMessage | None:
         with self.lock:
             for m in self.records(key):
                 if m.metadata["seq"] == seq:
                     message = self.message(m)
-                    _sdk.delete_with_parts(self.client, [m])
+                    self.remove(key, [m], erase)
                     return message
             return None
 
-    def delete_position(self, key: str, idx: int) -> ChatMessage | None:
+    def delete_position(self, key: str, idx: int, erase: bool | None = None) -> ChatMessage | None:
         with self.lock:
             recs = self.records(key)
             if not -len(recs) <= idx < len(recs):
                 return None
             m = recs[idx]
             message = self.message(m)
-            _sdk.delete_with_parts(self.client, [m])
+            self.remove(key, [m], erase)
             return message
 
-    def oldest(self, key: str, n: int, *, archive: bool) -> list[ChatMessage]:
+    def oldest(self, key: str, n: int, *, archive: bool, erase: bool | None = None) -> list[ChatMessage]:
         if n <= 0:
             return []
         with self.lock:
@@ -166,7 +184,7 @@ class _Chats:
                 _sdk.store_many(self.client, items)  # one durable batch
                 return messages
             messages = [self.message(m) for m in recs]
-            _sdk.delete_with_parts(self.client, recs)
+            self.remove(key, recs, erase)
             return messages
 
     def keys(self) -> list[str]:
@@ -193,9 +211,13 @@ class SovsealChatStore(AsyncDBChatStore):
         prefix: where the chats live in the store (default ``llamaindex/chat/``).
         embedder: the embedder of a client opened here (messages are embedded on-device, so
             sovseal's recall finds them too).
+        erase_on_delete: every delete erases (``Sovseal.purge``) instead of appending tombstones.
+            Default False: a delete is cheap and reversible; each delete method also takes
+            ``erase=True`` / ``erase=False`` for one call.
     """
 
     prefix: str = Field(default=DEFAULT_PREFIX, description="The path prefix of the chat records.")
+    erase_on_delete: bool = Field(default=False, description="Deletes erase (Sovseal.purge) instead of appending tombstones.")
 
     _chats: _Chats = PrivateAttr()
     _owns_client: bool = PrivateAttr(default=False)
@@ -213,7 +235,7 @@ class SovsealChatStore(AsyncDBChatStore):
     ) -> None:
         super().__init__(prefix=prefix, **kwargs)
         opened, self._owns_client = _open(client, path, key, embedder, client_kwargs)
-        self._chats = _Chats(opened, prefix)
+        self._chats = _Chats(opened, prefix, lambda: self.erase_on_delete)
 
     @classmethod
     def class_name(cls) -> str:
@@ -253,19 +275,24 @@ class SovsealChatStore(AsyncDBChatStore):
     async def add_messages(self, key: str, messages: list[ChatMessage], status: MessageStatus = MessageStatus.ACTIVE) -> None:
         await asyncio.to_thread(self._chats.add, key, list(messages), status)
 
-    async def set_messages(self, key: str, messages: list[ChatMessage], status: MessageStatus = MessageStatus.ACTIVE) -> None:
-        """Replace every message of the key (whatever its status) with ``messages``."""
-        await asyncio.to_thread(self._chats.set, key, list(messages), status)
+    async def set_messages(
+        self, key: str, messages: list[ChatMessage], status: MessageStatus = MessageStatus.ACTIVE, *, erase: bool | None = None
+    ) -> None:
+        """Replace every message of the key (whatever its status) with ``messages``; the old ones
+        are deleted, or erased (``erase``, default ``erase_on_delete``)."""
+        await asyncio.to_thread(self._chats.set, key, list(messages), status, erase)
 
-    async def delete_message(self, key: str, idx: int) -> ChatMessage | None:
-        """Delete the message whose sequence number is ``idx`` and return it (None if there is none)."""
-        return await asyncio.to_thread(self._chats.delete_seq, key, idx)
+    async def delete_message(self, key: str, idx: int, *, erase: bool | None = None) -> ChatMessage | None:
+        """Delete the message whose sequence number is ``idx`` and return it (None if there is none).
+        ``erase`` (default ``erase_on_delete``) erases it, every version, instead."""
+        return await asyncio.to_thread(self._chats.delete_seq, key, idx, erase)
 
-    async def delete_messages(self, key: str, status: MessageStatus | None = None) -> None:
-        await asyncio.to_thread(self._chats.delete, key, status)
+    async def delete_messages(self, key: str, status: MessageStatus | None = None, *, erase: bool | None = None) -> None:
+        """Delete the key's messages with ``status`` (None: all); ``erase`` (default ``erase_on_delete``) erases them."""
+        await asyncio.to_thread(self._chats.delete, key, status, erase)
 
-    async def delete_oldest_messages(self, key: str, n: int) -> list[ChatMessage]:
-        return await asyncio.to_thread(self._chats.oldest, key, n, archive=False)
+    async def delete_oldest_messages(self, key: str, n: int, *, erase: bool | None = None) -> list[ChatMessage]:
+        return await asyncio.to_thread(lambda: self._chats.oldest(key, n, archive=False, erase=erase))
 
     async def archive_oldest_messages(self, key: str, n: int) -> list[ChatMessage]:
         return await asyncio.to_thread(self._chats.oldest, key, n, archive=True)
@@ -277,9 +304,11 @@ class SovsealChatStore(AsyncDBChatStore):
 class SovsealLegacyChatStore(BaseChatStore):
     """The older ``BaseChatStore`` interface (``ChatMemoryBuffer.from_defaults(chat_store=...)``) on
     the same records as :class:`SovsealChatStore`: a key's messages are all of its messages, in order,
-    and ``idx`` is a position in that list."""
+    and ``idx`` is a position in that list. ``erase_on_delete=True`` makes its deletes erase, as
+    for :class:`SovsealChatStore`."""
 
     prefix: str = Field(default=DEFAULT_PREFIX, description="The path prefix of the chat records.")
+    erase_on_delete: bool = Field(default=False, description="Deletes erase (Sovseal.purge) instead of appending tombstones.")
 
     _chats: _Chats = PrivateAttr()
     _owns_client: bool = PrivateAttr(default=False)
@@ -297,7 +326,7 @@ class SovsealLegacyChatStore(BaseChatStore):
     ) -> None:
         super().__init__(prefix=prefix, **kwargs)
         opened, self._owns_client = _open(client, path, key, embedder, client_kwargs)
-        self._chats = _Chats(opened, prefix)
+        self._chats = _Chats(opened, prefix, lambda: self.erase_on_delete)
 
     @classmethod
     def class_name(cls) -> str:
@@ -318,8 +347,8 @@ class SovsealLegacyChatStore(BaseChatStore):
     def __exit__(self, *exc: object) -> None:
         self.close()
 
-    def set_messages(self, key: str, messages: list[ChatMessage]) -> None:
-        self._chats.set(key, list(messages))
+    def set_messages(self, key: str, messages: list[ChatMessage], *, erase: bool | None = None) -> None:
+        self._chats.set(key, list(messages), erase=erase)
 
     def get_messages(self, key: str) -> list[ChatMessage]:
         return self._chats.messages(key, None)
@@ -327,16 +356,17 @@ class SovsealLegacyChatStore(BaseChatStore):
     def add_message(self, key: str, message: ChatMessage) -> None:
         self._chats.add(key, [message])
 
-    def delete_messages(self, key: str) -> list[ChatMessage] | None:
-        deleted = self._chats.delete(key)
+    def delete_messages(self, key: str, *, erase: bool | None = None) -> list[ChatMessage] | None:
+        """Delete the key's messages (``erase``, default ``erase_on_delete``: erase them)."""
+        deleted = self._chats.delete(key, erase=erase)
         return deleted or None
 
-    def delete_message(self, key: str, idx: int) -> ChatMessage | None:
+    def delete_message(self, key: str, idx: int, *, erase: bool | None = None) -> ChatMessage | None:
         """Delete the message at position ``idx`` (negative: from the end, as ``SimpleChatStore`` does)."""
-        return self._chats.delete_position(key, idx)
+        return self._chats.delete_position(key, idx, erase)
 
-    def delete_last_message(self, key: str) -> ChatMessage | None:
-        return self._chats.delete_position(key, -1)
+    def delete_last_message(self, key: str, *, erase: bool | None = None) -> ChatMessage | None:
+        return self._chats.delete_position(key, -1, erase)
 
     def get_keys(self) -> list[str]:
         return self._chats.keys()
