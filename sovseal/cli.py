@@ -498,7 +498,8 @@ def main() -> None:
 
     Every memory is canonicalized, embedded on this device, sealed with AES-256-GCM and appended
     to a tamper-evident lineage of snapshots. Branches, fork and rollback work like git; nothing
-    is ever rewritten, and reads never touch the network.
+    is rewritten except by `sovseal purge`, which erases a path for good, and reads never touch
+    the network.
 
     \b
     Quick start:
@@ -733,8 +734,10 @@ def _replication_note(mem: Sovseal) -> str:
 
 @main.command(short_help="Erase every version of a path for good (irreversible).")
 @click.argument("memory_path", metavar="PATH")
-@click.option("--prefix", "is_prefix", is_flag=True, help="Erase every path under PATH (a prefix such as customer.42.).")
-@click.option("--reason", default="", help="Why: kept (sealed) in the redaction record that `sovseal log` and verify check.")
+@click.option(
+    "--prefix", "is_prefix", is_flag=True, help="Erase every path that starts with PATH, as a string: end it with the dot (customer.42.)."
+)
+@click.option("--reason", default="", help="Why: sealed into the redaction record (it shows in the process list: no secrets).")
 @click.option(
     "--no-compact",
     is_flag=True,
