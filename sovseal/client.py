@@ -10,6 +10,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import itertools
+import logging
 import os
 import threading
 from collections import defaultdict
@@ -23,6 +24,7 @@ from .errors import (
     IntegrityError,
     InvalidInputError,
     KeyRotatedError,
+    SovsealError,
     StorageError,
     StoreClosedError,
     UnknownPathError,
@@ -59,6 +61,9 @@ MAX_RECALL_K = 1000
 def _dt(ts: float | None) -> datetime | None:
     return None if ts is None else datetime.fromtimestamp(ts, UTC)
 
+
+
+log = logging.getLogger(__name__)
 
 
 class _Shared:
@@ -221,6 +226,11 @@ class Sovseal:
             self.syncing.close()
         if self.replication is not None:
             self.replication.close()  # a healthy worker drains first; the rest goes on the next open
+        if not self._store.read_only and not self._store.closed and self._compaction_due():
+            try:  # erased content deferred with purge(compact=False) past the threshold leaves now
+                self.compact()
+            except SovsealError as exc:
+                log.warning("compacting the journal on close failed (the next compaction retries): %s", exc)
         if self._shared.recaller is not None:
             self._shared.recaller.close()  # a checkpoint, when enough was added (docs/design.md)
         else:
@@ -746,23 +756,30 @@ class Sovseal:
 
     # -- erasure (docs/design.md, "Redaction skeletons" and "Compaction") ------------------------
 
-    def purge(self, path: str | None = None, *, prefix: str | None = None, reason: str = "", compact: bool = True) -> PurgeResult:
-        """Erase every version of ``path`` (or of every path under ``prefix``) on every branch, for good.
+    def purge(
+        self, path: str | Sequence[str] | None = None, *, prefix: str | None = None, reason: str = "", compact: bool = True
+    ) -> PurgeResult:
+        """Erase every version of ``path`` (a path, or a list of paths; or of every path under
+        ``prefix``) on every branch, for good.
 
         Unlike :meth:`delete`, which appends a tombstone and keeps the history, a purge makes the
         content unrecoverable, to the key holder too: the journal is rewritten with each erased
-        record as a skeleton (``compact=False`` defers that to :meth:`compact`, or to the automatic
-        threshold), and its vectors, keyword postings and catalogue entries are removed. The
-        lineage stays verifiable; :meth:`log` lists the erased snapshots and :meth:`verify` checks
-        them. With replication the purge is sent to the server, which drops the sealed bodies, and
-        every other device erases them on its next pull. UnknownPathError when nothing is there.
+        record as a skeleton, and its vectors, keyword postings and catalogue entries are removed.
+        ``compact=False`` defers the rewrite (reads never return the content meanwhile) to
+        :meth:`compact`, or to :meth:`close` once erased content passes the automatic threshold:
+        erasing many things, purge each with ``compact=False`` (or all in one list) and compact once.
+        The lineage stays verifiable; :meth:`log` lists the erased snapshots and :meth:`verify`
+        checks them. With replication the purge is sent to the server, which drops the sealed
+        bodies, and every other device erases them on its next pull. UnknownPathError when none of
+        the paths has a version anywhere (a path already purged is not an error: nothing is new).
         """
         self._check_open()
         if (path is None) == (prefix is None):
-            raise InvalidInputError("purge needs a path, or prefix=..., not both")
+            raise InvalidInputError("purge needs a path (or a list of paths), or prefix=..., not both")
         if not isinstance(reason, str):
             raise InvalidInputError(f"reason must be a str, got {type(reason).__name__}")
         select: Callable[[Lineage], list[int]]
+        description: dict[str, Any]
         if prefix is not None:
             if not isinstance(prefix, str) or not prefix:
                 raise InvalidInputError("prefix must be a non-empty string; to erase everything, delete the store's directory")
@@ -775,33 +792,50 @@ class Sovseal:
             description = {"prefix": prefix}
             what = f"no path under {prefix!r}"
         else:
-            checked = make_entry("store", path).path
-            wanted = self._store.path_hash(checked)
+            named = [path] if isinstance(path, str) else list(path)  # type: ignore[arg-type]
+            if not named:
+                raise InvalidInputError("purge needs at least one path")
+            checked = [make_entry("store", p).path for p in named]
+            wanted = {self._store.path_hash(p) for p in checked}
 
             def select(lineage: Lineage) -> list[int]:
-                return lineage.nodes.with_paths({wanted})
+                return lineage.nodes.with_paths(wanted)
 
-            description = {"path": checked}
-            what = f"no version of {checked!r}"
+            description = {"path": checked[0]} if len(checked) == 1 else {"paths": checked}
+            what = f"no version of {checked[0]!r}" if len(checked) == 1 else f"none of the {len(checked)} paths has a version that"
         with self._store.reading() as lineage:
             already = any(lineage.nodes[idx].redacted for idx in select(lineage))
         erased = self._store.purge(select, {**description, "reason": reason})
         if not erased and not already:
             raise UnknownPathError(f"{what} exists on any branch; nothing was purged")
-        compacted = compact or self._compaction_due()
-        reclaimed = self.compact().reclaimed if compacted else 0
-        if not compacted:
+        reclaimed = self.compact().reclaimed if compact and erased else 0
+        if not compact:
             self._forget_erased()
-        return PurgeResult(erased, compacted, reclaimed)
+        return PurgeResult(erased, compact and bool(erased), reclaimed)
 
-    def compact(self) -> CompactionReport:
+    def erasures(self) -> int:
+        """How many records of this store have been erased so far (here, by another process, or by a pull).
+
+        A purge changes what reads return without moving any branch's head: a cache of what was
+        read, keyed on the heads, is stale when this changes too.
+        """
+        self._check_open()
+        with self._store.reading() as lineage:
+            return len(lineage.erased)
+
+    def compact(self, *, unreachable: bool = False) -> CompactionReport:
         """Rewrite the journal without erased content, and drop what else held it (sovseal.compaction).
 
-        Other processes keep reading and writing meanwhile; they wait for the writer lock only while
-        the new journal takes the old one's place.
+        ``unreachable``: first erase, with a redaction like any purge (replicated), every record no
+        branch's heads reach any more: the undo history a rollback left behind, or what a prune cut
+        off. Other processes keep reading and writing meanwhile; they wait for the writer lock only
+        while the new journal takes the old one's place.
         """
         self._check_open()
         from .compaction import compact
+
+        if unreachable:
+            self._store.purge(_unreachable, {"reason": "unreachable"})
 
         report = compact(self._store)
         self._forget_erased()
@@ -1007,6 +1041,12 @@ class Sovseal:
                 ]
                 out.append(Conflict(name, opened[0].entry.path, versions, versions[0].snapshot_id))
         return sorted(out, key=lambda c: c.path)
+
+
+def _unreachable(lineage: Lineage) -> list[int]:
+    """The records no branch's heads reach (by parent links, any branch)."""
+    reached = {node.idx for node in lineage.history(t for branch in lineage.branches.values() for t in branch.heads.values())}
+    return [idx for idx in range(len(lineage.nodes)) if idx not in reached]
 
 
 class AsyncSovseal:

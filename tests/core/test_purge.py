@@ -187,12 +187,41 @@ def test_deferred_compaction_keeps_the_content_out_of_reads_until_compact(tmp_pa
     assert not any(s in _every_file(tmp_path / "s") for s in sealed)
 
 
-def test_compaction_runs_by_itself_past_the_threshold(tmp_path: Path, key: bytes) -> None:
+def test_deferred_erasure_past_the_threshold_is_compacted_when_the_handle_closes(tmp_path: Path, key: bytes) -> None:
     with _open(tmp_path / "s", key) as mem:
         mem.store("small", 1)
         mem.store("big", "x" * 50_000)  # most of the journal
+        sealed = _sealed_entries(mem, "big")
         result = mem.purge("big", compact=False)
-        assert result.compacted  # over a quarter of the journal: compacted anyway
+        assert not result.compacted and mem.erasures() == 1
+        assert any(s in (tmp_path / "s" / "journal.log").read_bytes() for s in sealed)
+    assert not any(s in (tmp_path / "s" / "journal.log").read_bytes() for s in sealed)  # over a quarter: close compacted
+
+
+def test_a_list_of_paths_is_one_purge(tmp_path: Path, key: bytes) -> None:
+    with _open(tmp_path / "s", key) as mem:
+        for i in range(5):
+            mem.store(f"doc.{i}", f"document {i}")
+        result = mem.purge(["doc.1", "doc.3", "never.written"])
+        assert len(result.erased) == 2 and mem.erasures() == 2
+        assert mem.get("doc.1") is None and mem.get("doc.2").payload == "document 2"
+        with pytest.raises(UnknownPathError):
+            mem.purge(["never.a", "never.b"])
+        with pytest.raises(InvalidInputError):
+            mem.purge([])
+
+
+def test_compact_unreachable_erases_what_no_branch_reaches(tmp_path: Path, key: bytes) -> None:
+    with _open(tmp_path / "s", key) as mem:
+        mem.store("kept", "on the branch")
+        base = mem.snapshot()
+        mem.store("undone", "rolled back")
+        sealed = _sealed_entries(mem, "undone")
+        mem.rollback(base)
+        mem.compact(unreachable=True)
+        assert mem.erasures() == 1 and mem.get("kept").payload == "on the branch"
+        assert mem.verify().ok and mem.verify().erased == 1
+    assert not any(s in _every_file(tmp_path / "s") for s in sealed)
 
 
 def test_export_after_a_purge_restores_skeletons_only(tmp_path: Path, key: bytes) -> None:
