@@ -26,6 +26,7 @@ from ._common import (
     check_key,
     check_segment,
     drop_parts,
+    has_method,
     open_client,
     visible_under,
 )
@@ -44,12 +45,14 @@ def _batch_id() -> str:
 
 
 class _Listing:
-    """The chat records a handle's branch shows (every session), and the heads they were read at."""
+    """The chat records a handle's branch shows (every session), and the heads and the store's
+    erasure count they were read at (a purge changes what reads return without moving a head)."""
 
-    __slots__ = ("heads", "payloads")
+    __slots__ = ("erasures", "heads", "payloads")
 
-    def __init__(self, heads: tuple[str | None, ...], payloads: dict[str, Any]) -> None:
+    def __init__(self, heads: tuple[str | None, ...], erasures: int, payloads: dict[str, Any]) -> None:
         self.heads = heads
+        self.erasures = erasures
         self.payloads = payloads
 
 
@@ -62,11 +65,12 @@ _LISTINGS_GUARD = threading.Lock()
 
 def _listing(client: Sovseal) -> _Listing:
     heads = branch_heads(client)
+    erasures = client.erasures() if has_method(client, "erasures") else 0  # type: ignore[attr-defined]
     with _LISTINGS_GUARD:
         found = _LISTINGS.setdefault(client, {}).get(client.branch)
-    if found is not None and found.heads == heads:
+    if found is not None and found.heads == heads and found.erasures == erasures:
         return found
-    found = _Listing(heads, visible_under(client, _CHAT_ROOT))
+    found = _Listing(heads, erasures, visible_under(client, _CHAT_ROOT))
     with _LISTINGS_GUARD:
         _LISTINGS.setdefault(client, {})[client.branch] = found
     return found

@@ -9,6 +9,7 @@ their plaintext. Large documents (part records) too.
 
 from __future__ import annotations
 
+import os
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -223,3 +224,19 @@ def test_byte_store_mdelete_erases(store_dir: Path, key: bytes) -> None:
         kv.mdelete(["c"])
         assert kv.mget(["c"]) == [None]
         assert [e.op for e in kv.client.log()].count("erased") >= 2  # c's value and its tombstone
+
+
+def test_another_handle_stops_serving_erased_messages_from_its_cache(tmp_path: Path) -> None:
+    """A purge moves no head: a handle that read the session before sees the erasure all the same."""
+    from langchain_sovseal import SovsealChatMessageHistory
+    from sovseal import Sovseal
+    from tests.fakes import fake_embed
+
+    key = os.urandom(32)
+    with Sovseal(tmp_path / "s", key=key, embedder=fake_embed) as one, Sovseal(tmp_path / "s", key=key, embedder=fake_embed) as two:
+        writer = SovsealChatMessageHistory("alice", client=one)
+        writer.add_messages([HumanMessage("my card is 4111 1111 1111 1111"), AIMessage("noted")])
+        reader = SovsealChatMessageHistory("alice", client=two)
+        assert len(reader.messages) == 2  # read and cached by the second handle
+        writer.clear(erase=True)
+        assert reader.messages == []
