@@ -1260,6 +1260,67 @@ def key_import(exported: str, path: str | None) -> None:
     click.echo(f"imported key {derive_subkeys(master).key_id} for {directory} into {backend}")
 
 
+@key.command("rotate", short_help="Re-seal the store under a new master key.")
+@path_option
+@key_option
+@click.option(
+    "--new-key-file",
+    type=click.Path(dir_okay=False, exists=True),
+    default=None,
+    help="The new key (as `sovseal key export` prints one). Required when the store's key is passed with "
+    "--key-file or SOVSEAL_KEY; otherwise a new key is made and kept where the old one was.",
+)
+@click.option("--retire", "retire_only", is_flag=True, help="Only send a retirement of the old server project that could not be sent before.")
+@json_option
+def key_rotate(path: str | None, key_file: str | None, new_key_file: str | None, retire_only: bool, as_json: bool) -> None:
+    """Re-seal every record, branch move and erasure under a new master key (docs/operations.md).
+
+    Snapshot ids do not change. Stop every other process using the store first. After a crash, run
+    it again: it finishes the same rotation. With replication configured (SOVSEAL_ENDPOINT and
+    SOVSEAL_API_KEY), the old server project is retired (its bodies replaced by skeletons) and the
+    store replicates to a new project, which needs its own API key.
+
+    \b
+      sovseal key rotate && sovseal key export > sovseal-key.txt
+    """
+    from .keys import import_key
+
+    directory = store_dir(path or None)
+    if retire_only:
+        done = ops.retire_old_project(directory)
+        if as_json:
+            _emit_json({"retired": done})
+        else:
+            click.echo("old server project retired" if done else "the server could not be reached; run it again later")
+        if not done:
+            raise SystemExit(1)
+        return
+    key_text = _key_text(key_file)
+    if key_text is None and os.environ.get(ops.ENV_KEY):
+        key_text = os.environ[ops.ENV_KEY]
+    new_key = import_key(Path(new_key_file).read_text(encoding="utf-8").strip()) if new_key_file else None
+    result = ops.rotate_key(directory, key_text=key_text, new_key=new_key)
+    if as_json:
+        _emit_json({k: v for k, v in ops.jsonable(result).items() if k != "new_key"})
+        return
+    click.echo(
+        f"rotated {directory} from key {result.old_key_id} to key {result.new_key_id}: {result.records} records "
+        f"re-sealed in {result.seconds:.2f} s, verify {'ok' if result.verified else 'FAILED'}"
+    )
+    if result.new_key is None:
+        _note(f"the new key replaced the old one in the store's key store; back it up now: sovseal key export --path {directory}")
+    else:
+        _note("keep the new key (the one in --new-key-file) where you keep the old one: the old key opens nothing any more")
+    if result.retired is None:
+        _note("no replication configured: nothing was sent to a server")
+    elif result.retired:
+        _note("the old server project was retired; give the devices an API key for the new key's project")
+    else:
+        _note("the old server project could not be reached: `sovseal key rotate --retire` sends its retirement later")
+    if not result.index_kept:
+        _note("records changed places: the vector index was dropped and recall re-embeds what it needs")
+
+
 # -- consolidation (sovseal/consolidate) ------------------------------------------------------------
 
 
