@@ -174,6 +174,13 @@ JOBS = [
         packages=(*EMBED, "lancedb"),
     ),
     Job(
+        "compaction",
+        "bench/bench_compaction.py",
+        ["--sizes", "20000,100000", "--runs", "3"],
+        ["--sizes", "2000", "--runs", "1", "--before", "0.5", "--after", "0.3"],
+        peers=False,
+    ),
+    Job(
         "langchain",
         "integrations/langchain-sovseal/bench/bench_langchain.py",
         ["--docs", "2000", "--queries", "200"],
