@@ -189,10 +189,20 @@ def check_size(size: int, where: str) -> None:
         )
 
 
+#: The bytes that cost one byte each: printable ASCII other than ``"`` and ``\``.
+_CHEAP = bytes(c for c in range(256) if c not in _ONE_MORE and c not in _FIVE_MORE)
+
+
 def latin1_size(data: bytes) -> int:
-    """The canonical JSON size of ``data`` encoded as "b", without its quotes (counted in C)."""
-    n = len(data)
-    return n + (n - len(data.translate(None, _ONE_MORE))) + 5 * (n - len(data.translate(None, _FIVE_MORE)))
+    """The canonical JSON size of ``data`` encoded as "b", without its quotes (counted in C).
+
+    One pass keeps only the bytes that cost more than one (usually a small part of serializer
+    output); the control bytes among those are counted on that remainder.
+    """
+    costly = data.translate(None, _CHEAP)
+    if not costly:
+        return len(data)
+    return len(data) + len(costly) + 4 * (len(costly) - len(costly.translate(None, _FIVE_MORE)))
 
 
 def encode_blob(data: bytes) -> tuple[str, str, int]:

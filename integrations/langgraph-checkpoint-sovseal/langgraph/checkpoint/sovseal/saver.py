@@ -1032,11 +1032,15 @@ class _SovsealSaverBase(BaseCheckpointSaver[str]):
             conditions = {fam.writes: list(tips)}
         record = self._writes_record(fam, path) if path in fam.merged else None
         current = record.payload if record is not None else None
-        entries: dict[int, dict[str, Any]] = {e["idx"]: e for e in current["writes"]} if current else {}
-        fresh_writes = {k: v for k, v in incoming.items() if k < 0 or k not in entries}
-        if record is not None:  # an upsert of the value already stored changes nothing
+        entries: dict[int, dict[str, Any]] = {}
+        fresh_writes = incoming  # a task's first writes: all of them
+        if record is not None:  # merged into the stored ones; an upsert of the value already stored changes nothing
+            assert current is not None  # nosec B101 -- type narrowing: a record has a payload
+            entries = {e["idx"]: e for e in current["writes"]}
             fresh_writes = {
-                k: v for k, v in fresh_writes.items() if k not in entries or not self._same(fam, path, record, entries[k], *v)
+                k: v
+                for k, v in incoming.items()
+                if k not in entries or (k < 0 and not self._same(fam, path, record, entries[k], *v))
             }
         if not fresh_writes:
             return True
