@@ -226,9 +226,10 @@ class Sovseal:
             self.syncing.close()
         if self.replication is not None:
             self.replication.close()  # a healthy worker drains first; the rest goes on the next open
-        if not self._store.read_only and not self._store.closed and self._compaction_due():
+        if not self._store.read_only and not self._store.closed:
             try:  # erased content deferred with purge(compact=False) past the threshold leaves now
-                self.compact()
+                if self._compaction_due():
+                    self.compact()
             except SovsealError as exc:
                 log.warning("compacting the journal on close failed (the next compaction retries): %s", exc)
         if self._shared.recaller is not None:

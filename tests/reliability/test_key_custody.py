@@ -11,7 +11,7 @@ The budget: AES-GCM with random 96-bit nonces allows 2^32 encryptions per key (N
 file that could be lost or rolled back: it is recounted from the journal's durable frames (one
 k_sync seal per record, branch and reinforce frame, one k_rest seal per record), so it survives
 kill -9, is shared by every process and includes records imported from other devices. The tests
-lower the limit (the real ``Sealer`` with ``limit=`` set, patched where the store builds it)
+lower the limit (the real ``Sealer`` with ``limit=`` set, patched where sovseal.sealing builds it)
 instead of sealing 2^31 times.
 """
 
@@ -29,7 +29,7 @@ import pytest
 from keyring.backends import fail
 
 from sovseal import Sovseal
-from sovseal import store as store_module
+from sovseal import sealing as sealing_module
 from sovseal.crypto import Sealer
 from sovseal.errors import KeyExhaustedError, KeyUnavailableError
 from sovseal.keys import FALLBACK_ENV, key_file_path
@@ -126,7 +126,7 @@ def test_a_fallback_key_file_with_wide_permissions_is_refused(
 
 
 def lower_budget(monkeypatch: pytest.MonkeyPatch, limit: int) -> None:
-    monkeypatch.setattr(store_module, "Sealer", functools.partial(Sealer, limit=limit))
+    monkeypatch.setattr(sealing_module, "Sealer", functools.partial(Sealer, limit=limit))
 
 
 def test_the_seal_budget_is_enforced_persisted_and_shared(tmp_path: Path, key: bytes, monkeypatch: pytest.MonkeyPatch, figures: dict[str, object]) -> None:
@@ -145,7 +145,7 @@ def test_the_seal_budget_is_enforced_persisted_and_shared(tmp_path: Path, key: b
     writer = textwrap.dedent(
         """
         import functools, sys
-        import sovseal.store as s
+        import sovseal.sealing as s
         from sovseal.crypto import Sealer
         s.Sealer = functools.partial(Sealer, limit=int(sys.argv[3]))
         from sovseal import Sovseal

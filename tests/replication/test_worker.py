@@ -255,7 +255,7 @@ def _journal_items(path: Path, key: bytes) -> list[WireItem]:
         for frame in store._journal.scan(0).frames:
             decoded = fr.decode(frame.body)
             if not isinstance(decoded, fr.AckFrame):
-                out.append(store._to_wire(decoded))
+                out.append(store.wire_item(decoded))
         return out
     finally:
         store.close()
