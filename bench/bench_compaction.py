@@ -10,8 +10,9 @@ and after, the rewrite's seconds (``CompactionReport.seconds``) and the whole ``
 bytes before / rewrite seconds), the writer-lock pause (``CompactionReport.paused``), the peak
 memory the compaction added to its process, and the writer's store latency (p50 / p99 / max) in
 three windows: the ``--before`` seconds before the compaction, the calls started during it, and
-those started in the ``--after`` seconds after it (where the writer, finding the journal replaced,
-reads the new one from its start).
+those started in the ``--after`` seconds from the end of the writer's first call that returned
+after it (a call blocked by the compaction returns after it; the writer, finding the journal
+replaced, reads the new one from its start), and how long after the compaction that return was.
 
 The records are stored with ``index=False`` (no embedding, no vector, no keywords): compaction
 rewrites the journal, which holds the same sealed bytes whatever the embedder, so the benchmark is
@@ -21,7 +22,8 @@ The peer: SQLite (the standard library's module), a table of the same records (o
 same payload bytes, ``journal_mode=WAL`` and the default ``synchronous=FULL``, as an app that wants
 each write durable), the same share deleted (``DELETE``, then a WAL checkpoint), then ``VACUUM``
 (what gives the space back to the file system; a ``DELETE`` alone keeps the file's size) followed
-by ``wal_checkpoint(TRUNCATE)`` (in WAL mode the vacuumed pages go through the WAL first). Its
+by ``wal_checkpoint(TRUNCATE)``, tried again until it completes (in WAL mode the vacuumed pages
+go through the WAL first, and the file shrinks only once they are checkpointed). Its
 writer inserts one row per transaction at the same rate with ``busy_timeout`` 60 s, so it waits
 for the lock instead of failing. Both systems take turns in each run on copies of their files;
 the copies are in the page cache, for both.
@@ -166,7 +168,11 @@ def build_sqlite(root: Path, n: int, size: int, seed: int) -> dict[str, float]:
 
 
 def writer(system: str, target: Path, rate: float, size: int) -> None:
-    """Store one record every 1/rate s until a line arrives on stdin; print the (start, seconds) samples."""
+    """Store one record every 1/rate s; print the (start, seconds) samples when done.
+
+    Done: once stdin gives ``t1 after`` (the monotonic time the operation ended and a number of
+    seconds), ``after`` s after the first call that returned after ``t1``: a call blocked by the
+    operation, then that many seconds of the writer back at work."""
     rng = random.Random(99)
     body = json.dumps({"text": payload_text(rng, size)})
     if system == "sovseal":
@@ -186,14 +192,21 @@ def writer(system: str, target: Path, rate: float, size: int) -> None:
 
         close = db.close
     write(-1)  # the first call opens what it needs
-    stop = threading.Event()
-    threading.Thread(target=lambda: (sys.stdin.readline(), stop.set()), daemon=True).start()
+    request: list[float] = []
+    threading.Thread(target=lambda: request.extend(map(float, sys.stdin.readline().split())), daemon=True).start()
     print("ready", flush=True)
     samples: list[tuple[float, float]] = []
     interval = 1 / rate
     due = time.monotonic()
     i = 0
-    while not stop.is_set():
+    resumed: float | None = None
+    while True:
+        if request:
+            t1, after = request
+            if resumed is None:
+                resumed = next((s + d for s, d in samples if s + d >= t1), None)
+            if resumed is not None and time.monotonic() >= resumed + after:
+                break
         start = time.monotonic()
         write(i)
         samples.append((start, time.monotonic() - start))
@@ -222,24 +235,31 @@ class Writer:
             self.process.kill()
             raise RuntimeError(f"the {system} writer did not start: {line!r}")
 
-    def stop(self) -> list[tuple[float, float]]:
-        out, _ = self.process.communicate("stop\n", timeout=120)
+    def stop(self, t1: float = 0.0, after: float = 0.0) -> list[tuple[float, float]]:
+        """Samples up to ``after`` s past the writer's first call that returned after ``t1``."""
+        out, _ = self.process.communicate(f"{t1} {after}\n", timeout=120)
         if self.process.returncode != 0:
             raise RuntimeError(f"the writer failed (exit {self.process.returncode})")
         return [tuple(x) for x in json.loads(out.strip().splitlines()[-1])]
 
 
 def windows(samples: list[tuple[float, float]], t0: float, t1: float, before: float, after: float) -> dict[str, dict[str, float]]:
-    """The writer's latency before, during and just after the operation that ran from t0 to t1."""
+    """The writer's latency before, during and after the operation that ran from t0 to t1.
+
+    "after": the calls started in the ``after`` s from the end of the first call that returned
+    after t1 (one blocked by the operation returns after it); "resumed_s": how long after t1 that was.
+    """
 
     def pick(lo: float, hi: float) -> list[float]:
         return [d for s, d in samples if lo <= s < hi]
 
+    resumed = min((s + d for s, d in samples if s + d >= t1), default=t1)
     return {
         "before": percentiles(pick(t0 - before, t0)),
         "during": percentiles(pick(t0, t1)),
-        "after": percentiles(pick(t1, t1 + after)),
-        "during_or_after": percentiles(pick(t0, t1 + after)),
+        "after": percentiles(pick(resumed, resumed + after)),
+        "during_or_after": percentiles(pick(t0, resumed + after)),
+        "resumed_s": {"s": resumed - t1},
     }
 
 
@@ -274,9 +294,10 @@ def run_sovseal(base: Path, work: Path, args: argparse.Namespace) -> dict[str, A
             report = mem.compact()
             t1 = time.monotonic()
             peak = vm("VmHWM") - rss if peak_ok else float("nan")
-            time.sleep(args.after)
+            samples = w.stop(t1, args.after)
         finally:
-            samples = w.stop()
+            if w.process.returncode is None:
+                w.stop()
     finally:
         mem.close()
     return {
@@ -310,12 +331,21 @@ def run_sqlite(base: Path, work: Path, args: argparse.Namespace) -> dict[str, An
             t0 = time.monotonic()
             db.execute("VACUUM")
             t_vacuum = time.monotonic()
-            busy, _, _ = db.execute("PRAGMA wal_checkpoint(TRUNCATE)").fetchone()
+            # The vacuumed file is in the WAL until a checkpoint copies it back and truncates: a writer
+            # that appends meanwhile makes it return busy, so it is tried again, as an app that wants
+            # the space back would.
+            attempts, busy = 0, 1
+            while busy and time.monotonic() - t_vacuum < 30:
+                if attempts:
+                    time.sleep(0.01)
+                attempts += 1
+                busy, _, _ = db.execute("PRAGMA wal_checkpoint(TRUNCATE)").fetchone()
             t1 = time.monotonic()
             after = path.stat().st_size
-            time.sleep(args.after)
+            samples = w.stop(t1, args.after)
         finally:
-            samples = w.stop()
+            if w.process.returncode is None:
+                w.stop()
     finally:
         db.close()
     seconds = t1 - t0
@@ -324,6 +354,7 @@ def run_sqlite(base: Path, work: Path, args: argparse.Namespace) -> dict[str, An
         "wal_mb_before": wal_before / MB,
         "mb_after": after / MB,
         "checkpoint_complete": float(busy == 0),
+        "checkpoint_attempts": attempts,
         "vacuum_s": t_vacuum - t0,
         "checkpoint_s": t1 - t_vacuum,
         "rewrite_s": seconds,
@@ -359,7 +390,7 @@ def main() -> None:
     parser.add_argument("--runs", type=int, default=3, help="compactions (and VACUUMs) per size, on fresh copies")
     parser.add_argument("--rate", type=float, default=200, help="the concurrent writer's stores per second")
     parser.add_argument("--before", type=float, default=2.0, help="seconds of writer latency measured before")
-    parser.add_argument("--after", type=float, default=1.0, help="seconds of writer latency measured after")
+    parser.add_argument("--after", type=float, default=1.0, help="seconds of writer latency measured once it is back (its first call returned after the operation)")
     parser.add_argument("--seed", type=int, default=7)
     parser.add_argument("--workdir", type=Path, default=None, help="where the stores go (default: a temporary folder, removed)")
     parser.add_argument("--json", type=Path, default=None)
