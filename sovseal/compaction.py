@@ -13,7 +13,6 @@ leaves one whole journal, the old or the new.
 
 from __future__ import annotations
 
-import hashlib
 import os
 import secrets
 import time
@@ -22,7 +21,7 @@ from typing import TYPE_CHECKING
 
 from . import frames as fr
 from .errors import StorageError
-from .journal import FORMAT, HEADER, JOURNAL_HEADER, MAX_TORN_TAIL, Journal, ScannedFrame
+from .journal import FORMAT, Journal, JournalWriter, ScannedFrame
 
 if TYPE_CHECKING:
     from .store import LocalStore
@@ -56,21 +55,15 @@ def due(store: LocalStore) -> bool:
 
 
 class _Rewriter:
-    """The new journal, written frame by frame in batches of at most one torn-append's size."""
+    """The new journal: frames copied in order, each erased record as its skeleton (once)."""
 
     def __init__(self, store: LocalStore) -> None:
         # A name of its own: two processes compacting at once must not write into one file (the
         # second to finish finds the journal replaced and gives up). Leftovers of a killed
         # compaction are removed by the next open (LocalStore._remove_stale).
         self.path = store.directory / f"{COMPACTING}.{os.getpid()}.{secrets.token_hex(4)}.tmp"
-        self._key = store.journal_key
-        self.journal = Journal(self.path, self._key)
-        self.journal.begin()
-        self.seq = 0
-        self.digests: list[bytes] = []  # sha256 of every body written, to compare on read-back
+        self.writer = JournalWriter(self.path, store.journal_key)
         self.skeletons = 0
-        self._batch: list[bytes] = []
-        self._batch_bytes = JOURNAL_HEADER.size
         self._skeleton_written: set[bytes] = set()
 
     def copy(self, scanned: list[ScannedFrame], seals: dict[bytes, bytes]) -> None:
@@ -92,40 +85,11 @@ class _Rewriter:
                         continue  # another version of an erased snapshot: its one skeleton is written
                     self._skeleton_written.add(record.wire_id)
                     self.skeletons += 1
-                seq = self.seq
-                body = record.encode_tagged(lambda head, seq=seq: self.journal.tag(seq, head))
-            self._add(bytes(body))
-
-    def _add(self, body: bytes) -> None:
-        if self._batch and self._batch_bytes + HEADER.size + len(body) > MAX_TORN_TAIL:
-            self.flush()
-        self._batch.append(body)
-        self._batch_bytes += HEADER.size + len(body)
-        self.digests.append(hashlib.sha256(body).digest())
-        self.seq += 1
-
-    def flush(self) -> None:
-        if self._batch:
-            self.journal.append(self._batch, sync=False)
-            self._batch, self._batch_bytes = [], 0
-
-    def finish(self) -> None:
-        """Make the new journal durable and check that it reads back as written."""
-        self.flush()
-        self.journal.sync()
-        self.journal.close()
-        check = Journal(self.path, self._key, read_only=True)
-        try:
-            frames = check.scan(0).frames
-        finally:
-            check.close()
-        if [hashlib.sha256(f.body).digest() if f.authentic else b"" for f in frames] != self.digests:
-            self.path.unlink(missing_ok=True)
-            raise StorageError(f"the compacted journal {self.path} did not read back as written; nothing was changed")
+                body = record.encode_tagged(self.writer.tag_next)  # re-tagged for its new place
+            self.writer.add(bytes(body))
 
     def abandon(self) -> None:
-        self.journal.close()
-        self.path.unlink(missing_ok=True)
+        self.writer.abandon()
 
 
 def _seals(scanned: list[ScannedFrame]) -> dict[bytes, bytes]:
@@ -162,7 +126,7 @@ def compact(store: LocalStore) -> CompactionReport:
             seals = _seals(first.frames)
             copied = {fr.RecordFrame.decode(f.body).wire_id for f in first.frames if f.body[0] == fr.Kind.RECORD}
             rewriter.copy(first.frames, seals)
-            rewriter.flush()
+            rewriter.writer.flush()
             with store.writing():
                 lock_started = time.perf_counter()
                 report = _swap(store, reader, rewriter, before, started, lock_started, first.end, seals, copied)
@@ -202,7 +166,7 @@ def _swap(
         return None
     seals.update(more)
     rewriter.copy(rest, seals)
-    rewriter.finish()
+    rewriter.writer.finish()
     store.replace_journal(rewriter.path)
     after = store.journal_size()
     now = time.perf_counter()

@@ -18,6 +18,7 @@ old frame appended again show as a break in the numbering (:class:`Order`).
 
 from __future__ import annotations
 
+import hashlib
 import hmac
 import mmap
 import os
@@ -479,3 +480,59 @@ class Journal:
             if 0 < length <= MAX_FRAME and end <= size and hmac.compare_digest(mac, self.mac(seq, mm[offset + HEADER.size : end])):
                 return True
         return False
+
+
+class JournalWriter:
+    """A new journal written whole, frame by frame: what migration, compaction and key rotation write.
+
+    Frames go out in appends of at most one torn append's size, unsynced; :meth:`finish` fsyncs once,
+    then reads the file back and compares every frame with what was written, so a new journal is
+    renamed over the old one only when it is exactly what was meant.
+    """
+
+    def __init__(self, path: Path, key: bytes) -> None:
+        self.path = path
+        self._key = key
+        self.journal = Journal(path, key)
+        self.journal.begin()
+        self.frames = 0
+        self._digests: list[bytes] = []
+        self._batch: list[bytes] = []
+        self._batch_bytes = JOURNAL_HEADER.size
+
+    def tag_next(self, head: bytes) -> bytes:
+        """The head tag of a record that is the next frame written (``RecordFrame.encode_tagged``)."""
+        return self.journal.tag(self.frames, head)
+
+    def add(self, body: bytes) -> None:
+        if self._batch and self._batch_bytes + HEADER.size + len(body) > MAX_TORN_TAIL:
+            self.flush()
+        self._batch.append(body)
+        self._batch_bytes += HEADER.size + len(body)
+        self._digests.append(hashlib.sha256(body).digest())
+        self.frames += 1
+
+    def flush(self) -> None:
+        """Write the frames added so far (not fsynced)."""
+        if self._batch:
+            self.journal.append(self._batch, sync=False)
+            self._batch, self._batch_bytes = [], 0
+
+    def finish(self) -> None:
+        """fsync the new journal, then read it back: StorageError (and the file removed) unless every
+        frame authenticates and is the one written."""
+        self.flush()
+        self.journal.sync()
+        self.journal.close()
+        check = Journal(self.path, self._key, read_only=True)
+        try:
+            read = [hashlib.sha256(f.body).digest() if f.authentic else b"" for f in check.scan(0).frames]
+        finally:
+            check.close()
+        if read != self._digests:
+            self.path.unlink(missing_ok=True)
+            raise StorageError(f"the new journal {self.path} did not read back as written; nothing was changed")
+
+    def abandon(self) -> None:
+        self.journal.close()
+        self.path.unlink(missing_ok=True)

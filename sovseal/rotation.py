@@ -9,20 +9,19 @@ sealed under the old key (:func:`retirement`), pushed by the caller.
 from __future__ import annotations
 
 import dataclasses
-import hashlib
 import os
 import secrets
 import shutil
 import time
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
 from . import frames as fr
 from .canonical import canonicalize, loads
 from .crypto import record_fields_aad
 from .entries import Entry
 from .errors import IntegrityError, StorageError
-from .journal import HEADER, JOURNAL_HEADER, MAX_TORN_TAIL, Journal, ScannedFrame
+from .journal import Journal, JournalWriter, ScannedFrame
 from .sealing import Sealing
 from .wire import WireItem
 
@@ -156,39 +155,6 @@ def _present(scanned: list[ScannedFrame]) -> set[bytes]:
     return out
 
 
-def _write(path: Any, journal_key: bytes, frames: list[fr.Frame]) -> None:
-    """A new journal at ``path`` holding ``frames``, fsynced, then read back and compared."""
-    journal = Journal(path, journal_key)
-    digests: list[bytes] = []
-    try:
-        journal.begin()
-        batch: list[bytes] = []
-        size = JOURNAL_HEADER.size
-        for seq, frame in enumerate(frames):
-            if isinstance(frame, fr.RecordFrame):
-                body = frame.encode_tagged(lambda head, seq=seq: journal.tag(seq, head))
-            else:
-                body = frame.encode()
-            if batch and size + HEADER.size + len(body) > MAX_TORN_TAIL:
-                journal.append(batch, sync=False)
-                batch, size = [], 0
-            batch.append(body)
-            size += HEADER.size + len(body)
-            digests.append(hashlib.sha256(body).digest())
-        if batch:
-            journal.append(batch, sync=False)
-        journal.sync()
-    finally:
-        journal.close()
-    check = Journal(path, journal_key, read_only=True)
-    try:
-        read = [hashlib.sha256(f.body).digest() if f.authentic else b"" for f in check.scan(0).frames]
-    finally:
-        check.close()
-    if read != digests:
-        raise StorageError(f"the journal re-sealed under the new key ({path}) did not read back as written; nothing was changed")
-
-
 def rotate(store: LocalStore, new_master: bytes) -> RotationReport:
     """Re-seal ``store`` (open under its current key, writable) under ``new_master``; see the module doc.
 
@@ -247,7 +213,10 @@ def rotate(store: LocalStore, new_master: bytes) -> RotationReport:
         index_kept = new_records == [resealer.ids[w] for w in old_records]  # node numbers unchanged
         target = store.directory / f"{ROTATING}.{os.getpid()}.{secrets.token_hex(4)}.tmp"
         try:
-            _write(target, new.journal_key, out)
+            writer = JournalWriter(target, new.journal_key)
+            for frame in out:
+                writer.add(frame.encode_tagged(writer.tag_next) if isinstance(frame, fr.RecordFrame) else frame.encode())
+            writer.finish()
             if not index_kept:  # vectors are kept by node number: records moved, so recall re-embeds
                 shutil.rmtree(store.directory / "index", ignore_errors=True)
             store.replace_journal(target, new)

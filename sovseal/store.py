@@ -43,7 +43,7 @@ from .errors import (
     UnknownSnapshotError,
 )
 from .filelock import Exclusive, WriterLock
-from .journal import FORMAT, HEADER, JOURNAL_HEADER, MAX_TORN_TAIL, Journal, JournalHeaderError, Order
+from .journal import FORMAT, HEADER, JOURNAL_HEADER, Journal, JournalHeaderError, JournalWriter, Order
 from .lineage import Branch, Damage, Lineage, Node
 from .sealing import Sealing
 from .wire import WireItem
@@ -530,23 +530,15 @@ class LocalStore:
         return out
 
     def _write_journal(self, path: Path, frames: list[fr.Frame]) -> None:
-        """A new journal at ``path`` holding ``frames`` in order, fsynced with its directory entry."""
-        journal = Journal(path, self.sealing.journal_key)
+        """A new journal at ``path`` holding ``frames`` in order, fsynced and read back."""
+        writer = JournalWriter(path, self.sealing.journal_key)
         try:
-            journal.begin()
-            batch: list[bytes] = []
-            batch_bytes = JOURNAL_HEADER.size
-            for seq, frame in enumerate(frames):
-                body = frame.encode_tagged(lambda head, seq=seq: journal.tag(seq, head)) if isinstance(frame, fr.RecordFrame) else frame.encode()
-                if batch and batch_bytes + HEADER.size + len(body) > MAX_TORN_TAIL:
-                    journal.append(batch, sync=False)
-                    batch, batch_bytes = [], 0
-                batch.append(body)
-                batch_bytes += HEADER.size + len(body)
-            journal.append(batch, sync=False)
-            journal.sync()
-        finally:
-            journal.close()
+            for frame in frames:
+                writer.add(frame.encode_tagged(writer.tag_next) if isinstance(frame, fr.RecordFrame) else frame.encode())
+            writer.finish()
+        except BaseException:
+            writer.abandon()
+            raise
 
     def decode(self, body: bytes) -> fr.Frame:
         """Decode a frame body of this store's journal, in the journal's format (ValueError if malformed)."""
