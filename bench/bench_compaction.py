@@ -34,6 +34,7 @@ Run: python bench/bench_compaction.py [--sizes 20000,100000] [--runs 3] [--json 
 from __future__ import annotations
 
 import argparse
+import contextlib
 import json
 import os
 import platform
@@ -46,6 +47,7 @@ import sys
 import tempfile
 import threading
 import time
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -276,6 +278,24 @@ def timeline(samples: list[tuple[float, float]], t0: float, t1: float, step: flo
 # -- one run of each ------------------------------------------------------------------------------------
 
 
+def time_lock_holds(store: Any) -> list[float]:
+    """Time every hold of ``store``'s writer lock from here on (waiting for it included, a store's
+    worth at most): ``CompactionReport.paused`` starts after the catch-up with what other writers
+    appended during the copy, which the lock is held for too."""
+    holds: list[float] = []
+    take = store.writing
+
+    @contextlib.contextmanager
+    def timed() -> Iterator[None]:
+        started = time.monotonic()
+        with take():
+            yield
+        holds.append(time.monotonic() - started)
+
+    store.writing = timed
+    return holds
+
+
 def run_sovseal(base: Path, work: Path, args: argparse.Namespace) -> dict[str, Any]:
     from sovseal import Sovseal
 
@@ -288,6 +308,7 @@ def run_sovseal(base: Path, work: Path, args: argparse.Namespace) -> dict[str, A
         w = Writer("sovseal", work / "sovseal", args.rate, args.payload)
         try:
             time.sleep(args.before)
+            holds = time_lock_holds(mem._store)
             rss = vm("VmRSS")
             peak_ok = reset_peak_rss()
             t0 = time.monotonic()
@@ -308,6 +329,7 @@ def run_sovseal(base: Path, work: Path, args: argparse.Namespace) -> dict[str, A
         "call_s": t1 - t0,
         "mb_per_s": report.bytes_before / MB / report.seconds,
         "pause_s": report.paused,
+        "lock_held_s": max(holds),  # the longest hold of the writer lock during compact()
         "peak_rss_added_mb": peak,
         "writer_ms": windows(samples, t0, t1, args.before, args.after),
         "timeline": timeline(samples, t0, t1),
