@@ -296,41 +296,80 @@ def time_lock_holds(store: Any) -> list[float]:
     return holds
 
 
-def run_sovseal(base: Path, work: Path, args: argparse.Namespace) -> dict[str, Any]:
+def compactor(target: Path) -> None:
+    """Open the store, say so, compact when a line arrives on stdin, print what it measured: in a
+    process of its own, so that the memory the compaction adds is not hidden by what an earlier
+    run's process already holds."""
     from sovseal import Sovseal
 
+    mem = Sovseal(target, key=(target.parent / "sovseal.key").read_bytes())
+    holds = time_lock_holds(mem._store)
+    print("ready", flush=True)
+    sys.stdin.readline()
+    rss = vm("VmRSS")
+    peak_ok = reset_peak_rss()
+    t0 = time.monotonic()
+    report = mem.compact()
+    t1 = time.monotonic()
+    peak = vm("VmHWM") - rss if peak_ok else float("nan")
+    held = max(holds)
+    mem.close()
+    print(
+        json.dumps(
+            {
+                "t0": t0,
+                "t1": t1,
+                "bytes_before": report.bytes_before,
+                "bytes_after": report.bytes_after,
+                "skeletons": report.skeletons,
+                "seconds": report.seconds,
+                "paused": report.paused,
+                "lock_held_s": held,
+                "rss_before_mb": rss,
+                "peak_rss_added_mb": peak,
+            }
+        ),
+        flush=True,
+    )
+
+
+def run_sovseal(base: Path, work: Path, args: argparse.Namespace) -> dict[str, Any]:
     shutil.rmtree(work / "sovseal", ignore_errors=True)
     shutil.copytree(base / "sovseal", work / "sovseal")
     shutil.copy(base / "sovseal.key", work / "sovseal.key")
     os.sync()  # the copy's dirty pages are not flushed by the writer's first fsyncs
-    mem = Sovseal(work / "sovseal", key=(work / "sovseal.key").read_bytes())
+    child = subprocess.Popen([sys.executable, __file__, "--compactor", str(work / "sovseal")], stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True)
     try:
+        assert child.stdout is not None
+        if child.stdout.readline().strip() != "ready":
+            raise RuntimeError("the compacting process did not start")
         w = Writer("sovseal", work / "sovseal", args.rate, args.payload)
         try:
             time.sleep(args.before)
-            holds = time_lock_holds(mem._store)
-            rss = vm("VmRSS")
-            peak_ok = reset_peak_rss()
-            t0 = time.monotonic()
-            report = mem.compact()
-            t1 = time.monotonic()
-            peak = vm("VmHWM") - rss if peak_ok else float("nan")
+            out, _ = child.communicate("go\n", timeout=600)
+            if child.returncode != 0:
+                raise RuntimeError(f"the compaction failed (exit {child.returncode})")
+            c = json.loads(out.strip().splitlines()[-1])
+            t0, t1 = c["t0"], c["t1"]
             samples = w.stop(t1, args.after)
         finally:
             if w.process.returncode is None:
                 w.stop()
     finally:
-        mem.close()
+        if child.returncode is None:
+            child.kill()
+            child.wait()
     return {
-        "mb_before": report.bytes_before / MB,
-        "mb_after": report.bytes_after / MB,
-        "skeletons": report.skeletons,
-        "rewrite_s": report.seconds,
+        "mb_before": c["bytes_before"] / MB,
+        "mb_after": c["bytes_after"] / MB,
+        "skeletons": c["skeletons"],
+        "rewrite_s": c["seconds"],
         "call_s": t1 - t0,
-        "mb_per_s": report.bytes_before / MB / report.seconds,
-        "pause_s": report.paused,
-        "lock_held_s": max(holds),  # the longest hold of the writer lock during compact()
-        "peak_rss_added_mb": peak,
+        "mb_per_s": c["bytes_before"] / MB / c["seconds"],
+        "pause_s": c["paused"],
+        "lock_held_s": c["lock_held_s"],  # the longest hold of the writer lock during compact()
+        "rss_before_mb": c["rss_before_mb"],
+        "peak_rss_added_mb": c["peak_rss_added_mb"],
         "writer_ms": windows(samples, t0, t1, args.before, args.after),
         "timeline": timeline(samples, t0, t1),
     }
@@ -381,7 +420,7 @@ def run_sqlite(base: Path, work: Path, args: argparse.Namespace) -> dict[str, An
         "checkpoint_s": t1 - t_vacuum,
         "rewrite_s": seconds,
         "mb_per_s": before / MB / seconds,
-        "pause_s": seconds,  # VACUUM holds the write lock throughout
+        "pause_s": t_vacuum - t0,  # VACUUM holds the write lock throughout; a checkpoint that finds a writer returns busy
         "writer_ms": windows(samples, t0, t1, args.before, args.after),
         "timeline": timeline(samples, t0, t1),
     }
@@ -405,6 +444,9 @@ def medians(runs: list[dict[str, Any]]) -> dict[str, Any]:
 def main() -> None:
     if len(sys.argv) > 1 and sys.argv[1] == "--writer":
         writer(sys.argv[2], Path(sys.argv[3]), float(sys.argv[4]), int(sys.argv[5]))
+        return
+    if len(sys.argv) > 1 and sys.argv[1] == "--compactor":
+        compactor(Path(sys.argv[2]))
         return
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--sizes", default="20000,100000", help="comma list of record counts")
