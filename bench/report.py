@@ -557,11 +557,102 @@ def section_cold_open(runs: dict[str, Any], img: Path) -> str:
     return "\n\n".join(parts)
 
 
+def section_compaction(runs: dict[str, Any], img: Path) -> str:
+    run = runs.get("compaction")
+    if not run:
+        return missing("compaction")
+    r = run["results"]
+
+    def latency(w: dict[str, Any], bold: bool = False) -> str:
+        top = f(w["max"], 0)
+        return f"{f(w['p50'])} / {f(w['p99'])} / " + (f"**{top}**" if bold else top)
+
+    rows = []
+    for size, entry in r["sizes"].items():
+        sov, lite = entry["median"]["sovseal"], entry["median"]["sqlite"]
+        for name, m, what in (("sovseal", sov, "`compact()`"), ("SQLite", lite, "`VACUUM` + WAL checkpoint")):
+            w = m["writer_ms"]
+            rows.append(
+                [
+                    f"{int(size):,} (load {entry['load'][0]:.1f})",
+                    f"{name}: {what}",
+                    f"{f(m['mb_before'], 1)} → {f(m['mb_after'], 1)}",
+                    f(m["rewrite_s"]),
+                    f(m["mb_per_s"], 0),
+                    f(m["pause_s"]),
+                    latency(w["before"]),
+                    latency(w["during_or_after"], bold=True),
+                    f(w["resumed_s"]["s"]),
+                ]
+            )
+        rows.append(
+            [
+                "",
+                "sovseal / SQLite",
+                "",
+                ratio(sov["rewrite_s"], lite["rewrite_s"]),
+                ratio(sov["mb_per_s"], lite["mb_per_s"]),
+                ratio(sov["pause_s"], lite["pause_s"]),
+                "",
+                ratio(sov["writer_ms"]["during_or_after"]["max"], lite["writer_ms"]["during_or_after"]["max"]) + " (max)",
+                "",
+            ]
+        )
+    header = [
+        "records (load at start)",
+        "system",
+        "file MB before → after",
+        "rewrite s",
+        "MB/s",
+        "writer-lock pause s",
+        "writer before: p50 / p99 / max ms",
+        f"writer during and {r['after_s']:g} s after: p50 / p99 / max ms",
+        "writer's first call back, s after the end",
+    ]
+    other = []
+    for size, entry in r["sizes"].items():
+        b, sov = entry["build"], entry["median"]["sovseal"]
+        other.append(
+            f"- {int(size):,} records: sovseal's journal {f(b['sovseal']['journal_mb_built'], 1)} MB as written, "
+            f"{f(b['sovseal']['journal_mb_purged'], 1)} MB with the redactions of the {b['sovseal']['erased']:,} erased records "
+            f"(`purge` {f(b['sovseal']['purge_s'], 1)} s; SQLite's `DELETE` {f(b['sqlite']['purge_s'], 2)} s); the whole `compact()` call "
+            f"{f(sov['call_s'])} s; the longest hold of the writer lock, timed around it, {f(sov.get('lock_held_s'))} s; the compaction "
+            f"added {f(sov['peak_rss_added_mb'], 0)} MB to its process's peak RSS."
+        )
+    parts = [
+        provenance(run),
+        table(header, rows),
+        "\n".join(other),
+    ]
+    largest = max(r["sizes"], key=int)
+    lines = r["sizes"][largest].get("timeline")
+    if lines:
+        fig, ax = plt.subplots(figsize=(7.5, 3.4))
+        for name, label, color in (("sovseal", "sovseal store() during compact()", "tab:green"), ("sqlite", "SQLite INSERT during VACUUM", "tab:grey")):
+            t = lines[name]
+            ax.step([x for x, _ in t["max_ms"]], [y for _, y in t["max_ms"]], where="post", label=label, color=color)
+            ax.axvspan(0, t["end_s"], color=color, alpha=0.12)
+        paused = r["sizes"][largest]["runs"]["sovseal"][-1]["pause_s"]  # the run the timeline is from
+        end = lines["sovseal"]["end_s"]
+        ax.axvspan(end - paused, end, color="tab:green", alpha=0.25, hatch="//", label="sovseal holds the writer lock")
+        ax.set_yscale("log")
+        ax.yaxis.set_major_formatter(FuncFormatter(lambda v, _: f"{v:g}"))
+        ax.set_xlabel("seconds from the start of the compaction / VACUUM (shaded: its duration)")
+        ax.set_ylabel(f"slowest call started per {lines['sovseal']['step_s']:g} s, ms")
+        ax.set_title(f"A writer in another process, {r['writer_rate']:.0f} writes/s, {int(largest):,} records", fontsize=10)
+        ax.legend(fontsize=8, loc="upper left")
+        ax.grid(True, which="both", alpha=0.2)
+        save(fig, img, "compaction_writer.png")
+        parts.append(image(img, "compaction_writer.png", "Writer latency over time during sovseal's compaction and SQLite's VACUUM"))
+    return "\n\n".join(parts)
+
+
 SECTIONS: dict[str, Callable[[dict[str, Any], Path], str]] = {
     "cold_open": section_cold_open,
     "store": section_store,
     "replication": section_replication,
     "convergence": section_convergence,
+    "compaction": section_compaction,
     "embed": section_embed,
     "embed_variants": section_embed_variants,
     "langchain": section_langchain,
