@@ -278,11 +278,11 @@ def timeline(samples: list[tuple[float, float]], t0: float, t1: float, step: flo
 # -- one run of each ------------------------------------------------------------------------------------
 
 
-def time_lock_holds(store: Any) -> list[float]:
+def time_lock_holds(store: Any) -> list[tuple[float, float]]:
     """Time every hold of ``store``'s writer lock from here on (waiting for it included, a store's
     worth at most): ``CompactionReport.paused`` starts after the catch-up with what other writers
     appended during the copy, which the lock is held for too."""
-    holds: list[float] = []
+    holds: list[tuple[float, float]] = []  # (monotonic start, end)
     take = store.writing
 
     @contextlib.contextmanager
@@ -290,7 +290,7 @@ def time_lock_holds(store: Any) -> list[float]:
         started = time.monotonic()
         with take():
             yield
-        holds.append(time.monotonic() - started)
+        holds.append((started, time.monotonic()))
 
     store.writing = timed
     return holds
@@ -312,7 +312,7 @@ def compactor(target: Path) -> None:
     report = mem.compact()
     t1 = time.monotonic()
     peak = vm("VmHWM") - rss if peak_ok else float("nan")
-    held = max(holds)
+    held = max(holds, key=lambda h: h[1] - h[0])
     mem.close()
     print(
         json.dumps(
@@ -324,7 +324,8 @@ def compactor(target: Path) -> None:
                 "skeletons": report.skeletons,
                 "seconds": report.seconds,
                 "paused": report.paused,
-                "lock_held_s": held,
+                "lock_held_s": held[1] - held[0],
+                "lock_held_at": held,
                 "rss_before_mb": rss,
                 "peak_rss_added_mb": peak,
             }
@@ -371,7 +372,7 @@ def run_sovseal(base: Path, work: Path, args: argparse.Namespace) -> dict[str, A
         "rss_before_mb": c["rss_before_mb"],
         "peak_rss_added_mb": c["peak_rss_added_mb"],
         "writer_ms": windows(samples, t0, t1, args.before, args.after),
-        "timeline": timeline(samples, t0, t1),
+        "timeline": {**timeline(samples, t0, t1), "lock_held_s": [round(c["lock_held_at"][0] - t0, 3), round(c["lock_held_at"][1] - t0, 3)]},
     }
 
 
