@@ -632,9 +632,9 @@ def section_compaction(runs: dict[str, Any], img: Path) -> str:
             t = lines[name]
             ax.step([x for x, _ in t["max_ms"]], [y for _, y in t["max_ms"]], where="post", label=label, color=color)
             ax.axvspan(0, t["end_s"], color=color, alpha=0.12)
-        paused = r["sizes"][largest]["runs"]["sovseal"][-1]["pause_s"]  # the run the timeline is from
-        end = lines["sovseal"]["end_s"]
-        ax.axvspan(end - paused, end, color="tab:green", alpha=0.25, hatch="//", label="sovseal holds the writer lock")
+        held = lines["sovseal"].get("lock_held_s")  # the compacting process's longest hold, timed around it
+        if held:
+            ax.axvspan(held[0], held[1], color="tab:green", alpha=0.25, hatch="//", label="sovseal's compaction holds the writer lock")
         ax.set_yscale("log")
         ax.yaxis.set_major_formatter(FuncFormatter(lambda v, _: f"{v:g}"))
         ax.set_xlabel("seconds from the start of the compaction / VACUUM (shaded: its duration)")
