@@ -16,6 +16,7 @@ from __future__ import annotations
 import os
 import secrets
 import time
+from collections.abc import Iterable
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
@@ -40,7 +41,7 @@ class CompactionReport:
     bytes_after: int
     skeletons: int  # record frames written as skeletons
     seconds: float  # the whole rewrite
-    paused: float  # how long the writer lock was held: what other writers waited
+    paused: float  # from asking for the writer lock to releasing it: what other writers waited at most
 
     @property
     def reclaimed(self) -> int:
@@ -64,11 +65,12 @@ class _Rewriter:
         self.path = store.directory / f"{COMPACTING}.{os.getpid()}.{secrets.token_hex(4)}.tmp"
         self.writer = JournalWriter(self.path, store.journal_key)
         self.skeletons = 0
+        self.whole: set[bytes] = set()  # records copied with their content
         self._skeleton_written: set[bytes] = set()
 
-    def copy(self, scanned: list[ScannedFrame], seals: dict[bytes, bytes]) -> None:
+    def copy(self, frames: Iterable[ScannedFrame], seals: dict[bytes, bytes]) -> None:
         """Copy frames, each erased record (its wire id in ``seals``) as its skeleton, once."""
-        for frame in scanned:
+        for frame in frames:
             if not frame.authentic:
                 raise StorageError(
                     f"journal byte {frame.offset} failed authentication; nothing was compacted. Run `sovseal verify`, "
@@ -85,6 +87,8 @@ class _Rewriter:
                         continue  # another version of an erased snapshot: its one skeleton is written
                     self._skeleton_written.add(record.wire_id)
                     self.skeletons += 1
+                else:
+                    self.whole.add(record.wire_id)
                 body = record.encode_tagged(self.writer.tag_next)  # re-tagged for its new place
             self.writer.add(bytes(body))
 
@@ -92,12 +96,14 @@ class _Rewriter:
         self.writer.abandon()
 
 
-def _seals(scanned: list[ScannedFrame]) -> dict[bytes, bytes]:
-    """wire id -> skeleton seal, from the redaction frames among ``scanned``."""
+def _seals(store: LocalStore, since: int = 0) -> dict[bytes, bytes]:
+    """wire id -> skeleton seal, from the store's redaction frames at or after byte ``since``."""
+    with store.reading() as lineage:
+        where = sorted({w for w in lineage.redactions.values() if w[0] >= since})
     out: dict[bytes, bytes] = {}
-    for frame in scanned:
-        if frame.authentic and frame.body[0] == fr.Kind.REDACTION:
-            out.update(fr.RedactionFrame.decode(frame.body).erased)
+    for place in where:
+        frame, _ = store.open_redaction(place)
+        out.update(frame.erased)
     return out
 
 
@@ -111,33 +117,31 @@ def compact(store: LocalStore) -> CompactionReport:
     store.check_compactable()
     before = store.journal_size()
     for attempt in range(_ATTEMPTS):
-        last = attempt == _ATTEMPTS - 1
-        reader = Journal(store.journal_path, store.journal_key, read_only=True)
         rewriter = _Rewriter(store)
+        reader = Journal(store.journal_path, store.journal_key, read_only=True)
         try:
-            if last:  # others keep appending redactions of what was copied: do it all under the lock
+            if attempt == _ATTEMPTS - 1:  # others keep erasing what was copied: do it all under the lock
+                asked = time.perf_counter()
                 with store.writing():
-                    first = reader.scan(0)
-                    seals = _seals(first.frames)
-                    rewriter.copy(first.frames, seals)
-                    lock_started = time.perf_counter()
-                    return _swap(store, reader, rewriter, before, started, lock_started, first.end, seals, set())
-            first = reader.scan(0)
-            seals = _seals(first.frames)
-            copied = {fr.RecordFrame.decode(f.body).wire_id for f in first.frames if f.body[0] == fr.Kind.RECORD}
-            rewriter.copy(first.frames, seals)
-            rewriter.writer.flush()
+                    report = _swap(store, reader, rewriter, 0, _seals(store), before, started, asked)
+                assert report is not None  # nosec B101 -- under the lock throughout, nothing can erase meanwhile
+                return report
+            with store.reading():
+                copied_to = store.journal_end()
+            seals = _seals(store)
+            rewriter.copy(reader.frames(0, copied_to), seals)
+            rewriter.writer.check()  # the bulk is read back before the lock is taken
+            asked = time.perf_counter()
             with store.writing():
-                lock_started = time.perf_counter()
-                report = _swap(store, reader, rewriter, before, started, lock_started, first.end, seals, copied)
+                report = _swap(store, reader, rewriter, copied_to, seals, before, started, asked)
             if report is not None:
                 return report
+            rewriter.abandon()
         except BaseException:
             rewriter.abandon()
             raise
         finally:
             reader.close()
-        rewriter.abandon()
     raise AssertionError("unreachable: the last attempt runs under the lock")  # pragma: no cover
 
 
@@ -145,14 +149,13 @@ def _swap(
     store: LocalStore,
     reader: Journal,
     rewriter: _Rewriter,
-    before: int,
-    started: float,
-    lock_started: float,
     copied_to: int,
     seals: dict[bytes, bytes],
-    copied: set[bytes],
+    before: int,
+    started: float,
+    asked: float,
 ) -> CompactionReport | None:
-    """Under the writer lock: copy what was appended since, then put the new journal in place.
+    """Under the writer lock: copy what was appended since ``copied_to``, then put the new journal in place.
 
     None (try again) when a redaction appended meanwhile erases a record already copied whole.
     """
@@ -160,16 +163,14 @@ def _swap(
         raise StorageError("another process compacted or migrated the journal meanwhile; nothing was changed, run compact() again")
     if reader.format != FORMAT:
         raise StorageError("the journal is not in the current format; open the store once to migrate it, then compact")
-    rest = reader.scan(copied_to).frames if reader.size() > copied_to else []
-    more = _seals(rest)
-    if any(wire in copied for wire in more):
+    end = store.journal_end()
+    more = _seals(store, copied_to)
+    if any(wire in rewriter.whole for wire in more):
         return None
     seals.update(more)
-    rewriter.copy(rest, seals)
+    rewriter.copy(reader.frames(copied_to, end), seals)
     rewriter.writer.finish()
+    after = rewriter.path.stat().st_size
     store.replace_journal(rewriter.path)
-    after = store.journal_size()
     now = time.perf_counter()
-    return CompactionReport(before, after, rewriter.skeletons, now - started, now - lock_started)
-
-
+    return CompactionReport(before, after, rewriter.skeletons, now - started, now - asked)

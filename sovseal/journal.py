@@ -23,6 +23,7 @@ import hmac
 import mmap
 import os
 import struct
+from collections.abc import Iterator
 from dataclasses import dataclass, field
 from enum import Enum
 from pathlib import Path
@@ -449,6 +450,25 @@ class Journal:
         result.torn_tail = size - result.end
         return result
 
+    def frames(self, start: int, end: int) -> Iterator[ScannedFrame]:
+        """The frames from ``start`` (0: the first) to ``end``, one at a time, each with its MAC checked.
+
+        For a region a scan already found whole (compaction and key rotation read a journal this way
+        without holding it in memory). A frame that no longer ends by ``end`` raises StorageError.
+        """
+        with mmap.mmap(self._fd, end, prot=mmap.PROT_READ) as mm:
+            if self._frame_mac is None:
+                self._read_header(mm, end)
+            offset = max(start, JOURNAL_HEADER.size)
+            while offset < end:
+                length, mac, seq = HEADER.unpack_from(mm, offset)
+                body_end = offset + HEADER.size + length
+                if length == 0 or length > MAX_FRAME or body_end > end:
+                    raise StorageError(f"the journal {self.path} changed under a reader at byte {offset}")
+                body = mm[offset + HEADER.size : body_end]
+                yield ScannedFrame(offset, body, hmac.compare_digest(mac, self.mac(seq, body)), seq)
+                offset = body_end
+
     def resume(self, end: int, slot: int, last_offset: int, last_mac: bytes) -> bool:
         """Start this handle at ``end`` as if it had scanned the journal up to there (a checkpoint).
 
@@ -485,9 +505,10 @@ class Journal:
 class JournalWriter:
     """A new journal written whole, frame by frame: what migration, compaction and key rotation write.
 
-    Frames go out in appends of at most one torn append's size, unsynced; :meth:`finish` fsyncs once,
-    then reads the file back and compares every frame with what was written, so a new journal is
-    renamed over the old one only when it is exactly what was meant.
+    Frames go out in appends of at most one torn append's size, unsynced. :meth:`check` fsyncs and
+    reads back what was written since the last check, comparing every frame with what was meant;
+    :meth:`finish` checks the rest. A new journal is renamed over the old one only when it is
+    exactly what was meant. Nothing of it is held in memory but the digests.
     """
 
     def __init__(self, path: Path, key: bytes) -> None:
@@ -496,7 +517,10 @@ class JournalWriter:
         self.journal = Journal(path, key)
         self.journal.begin()
         self.frames = 0
+        self.end = JOURNAL_HEADER.size  # where the next frame goes
         self._digests: list[bytes] = []
+        self._checked = 0  # frames read back and found as written
+        self._checked_end = 0
         self._batch: list[bytes] = []
         self._batch_bytes = JOURNAL_HEADER.size
 
@@ -504,13 +528,17 @@ class JournalWriter:
         """The head tag of a record that is the next frame written (``RecordFrame.encode_tagged``)."""
         return self.journal.tag(self.frames, head)
 
-    def add(self, body: bytes) -> None:
+    def add(self, body: bytes) -> int:
+        """Add the next frame; returns the offset it takes in the new journal."""
         if self._batch and self._batch_bytes + HEADER.size + len(body) > MAX_TORN_TAIL:
             self.flush()
+        offset = self.end
         self._batch.append(body)
         self._batch_bytes += HEADER.size + len(body)
         self._digests.append(hashlib.sha256(body).digest())
         self.frames += 1
+        self.end += HEADER.size + len(body)
+        return offset
 
     def flush(self) -> None:
         """Write the frames added so far (not fsynced)."""
@@ -518,20 +546,31 @@ class JournalWriter:
             self.journal.append(self._batch, sync=False)
             self._batch, self._batch_bytes = [], 0
 
-    def finish(self) -> None:
-        """fsync the new journal, then read it back: StorageError (and the file removed) unless every
-        frame authenticates and is the one written."""
+    def check(self) -> None:
+        """fsync, then read back every frame written since the last check: StorageError (and the file
+        removed) unless each authenticates and is the one written."""
         self.flush()
         self.journal.sync()
-        self.journal.close()
-        check = Journal(self.path, self._key, read_only=True)
+        reader = Journal(self.path, self._key, read_only=True)
         try:
-            read = [hashlib.sha256(f.body).digest() if f.authentic else b"" for f in check.scan(0).frames]
+            for frame in reader.frames(self._checked_end, self.end):
+                if not frame.authentic or self._checked >= len(self._digests) or hashlib.sha256(frame.body).digest() != self._digests[self._checked]:
+                    raise StorageError(f"the new journal {self.path} did not read back as written; nothing was changed")
+                self._checked += 1
+        except StorageError:
+            self.abandon()
+            raise
         finally:
-            check.close()
-        if read != self._digests:
-            self.path.unlink(missing_ok=True)
-            raise StorageError(f"the new journal {self.path} did not read back as written; nothing was changed")
+            reader.close()
+        if self._checked != len(self._digests):
+            self.abandon()
+            raise StorageError(f"the new journal {self.path} is missing frames; nothing was changed")
+        self._checked_end = self.end
+
+    def finish(self) -> None:
+        """Check what was written since the last :meth:`check`, and close the file."""
+        self.check()
+        self.journal.close()
 
     def abandon(self) -> None:
         self.journal.close()

@@ -904,6 +904,10 @@ class LocalStore:
     def journal_size(self) -> int:
         return self._journal.size()
 
+    def journal_end(self) -> int:
+        """Where the last whole frame this handle has read ends (the caller holds the mutex)."""
+        return self._end
+
     def writing(self) -> Exclusive:
         """``with``: hold the writer lock, caught up with every other writer."""
         return self._writing()
@@ -933,8 +937,8 @@ class LocalStore:
         if sealing is not None:
             self.sealing = sealing
             self._names.clear()
-        self._reopen_journal()
-        self._catch_up(owner=True)
+        # This handle reads the new journal on its next call (Journal.replaced() says it is new), as
+        # other processes do: not now, while every writer waits for the lock.
 
     # -- erasure (docs/design.md, "Redaction skeletons") ------------------------------------
 
