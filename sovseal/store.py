@@ -312,11 +312,19 @@ class LocalStore:
     def _catch_up(self, *, owner: bool) -> None:
         """Apply frames other processes appended; the lock owner also cuts a torn tail off.
 
-        A journal that another process migrated (or that was replaced) is reopened from the start;
-        one that is gone raises: nothing may be acknowledged into a file nobody will read again.
+        A journal that another process migrated or compacted (a new file at the path) is reopened
+        and read from its start; the lock owner lets the writer lock go meanwhile, so other writers
+        are not kept waiting by this handle's replay. A journal that is gone raises: nothing may be
+        acknowledged into a file nobody will read again.
         """
-        if self._journal.replaced():
+        while self._journal.replaced():  # (again, if it was replaced once more while the lock was free)
             self._reopen_journal()
+            if owner and self._flock is not None:
+                self._flock.release()
+                try:
+                    self._catch_up(owner=False)
+                finally:
+                    self._flock.acquire()
         if self._journal.size() == self._end:
             if owner and self._journal.format != FORMAT and not self._lineage.unattributed_damage:
                 self._migrate()
