@@ -1100,6 +1100,9 @@ def compact(path: str | None, key_file: str | None, as_json: bool) -> None:
     if as_json:
         _emit_json({**ops.jsonable(report), "reclaimed": report.reclaimed})
         return
+    if report.seconds == 0.0:
+        click.echo(f"nothing to compact: no erased content is left in the journal ({_size(report.bytes_before)})")
+        return
     click.echo(
         f"compacted the journal: {_size(report.bytes_before)} -> {_size(report.bytes_after)}, {_reclaimed(report.reclaimed)}, "
         f"{_count(report.skeletons, 'skeleton')} written"

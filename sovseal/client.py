@@ -824,20 +824,46 @@ class Sovseal:
         with self._store.reading() as lineage:
             return len(lineage.erased)
 
-    def compact(self, *, unreachable: bool = False) -> CompactionReport:
+    def compact(self, *, unreachable: bool = False, prefix: str | Sequence[str] | None = None) -> CompactionReport:
         """Rewrite the journal without erased content, and drop what else held it (sovseal.compaction).
 
         ``unreachable``: first erase, with a redaction like any purge (replicated), every record no
-        branch's heads reach any more: the undo history a rollback left behind, or what a prune cut
-        off. Other processes keep reading and writing meanwhile; they wait for the writer lock only
-        while the new journal takes the old one's place.
+        branch's heads reach any more (only those of paths under ``prefix``, or under any of a list of
+        prefixes, when given): the undo
+        history a rollback left behind, or what a prune cut off. Other processes keep reading and
+        writing meanwhile; they wait for the writer lock only while the new journal takes the old
+        one's place.
         """
         self._check_open()
-        from .compaction import compact
+        from .compaction import CompactionReport, compact
 
+        if prefix is not None and not unreachable:
+            raise InvalidInputError("prefix= limits compact(unreachable=True); pass both")
         if unreachable:
-            self._store.purge(_unreachable, {"reason": "unreachable"})
+            under: Callable[[Lineage], set[int]] | None = None
+            prefixes = [prefix] if isinstance(prefix, str) else list(prefix or ())
+            if prefixes:
+                if not all(isinstance(p, str) and p for p in prefixes):
+                    raise InvalidInputError("prefix must be a non-empty string or a list of them")
+                engine = self._recall_engine()
 
+                def under(lineage: Lineage) -> set[int]:
+                    engine.sync(lineage)
+                    paths = {p for each in prefixes for p in engine.catalog.paths_under(each)}
+                    return set(lineage.nodes.with_paths({self._store.path_hash(p) for p in paths}))
+
+            def select(lineage: Lineage) -> list[int]:
+                found = _unreachable(lineage)
+                return found if under is None else sorted(set(found) & under(lineage))
+
+            self._store.purge(select, {"reason": "unreachable", **({"prefixes": prefixes} if prefixes else {})})
+
+        self._store.check_compactable()  # writable, current format, no damage: else StorageError
+        with self._store.reading() as lineage:
+            waiting = lineage.uncompacted > 0
+        if not waiting:  # nothing erased is left in the journal: no rewrite
+            size = self._store.journal_size()
+            return CompactionReport(size, size, 0, 0.0, 0.0)
         report = compact(self._store)
         self._forget_erased()
         engine = self._shared.recaller

@@ -51,6 +51,11 @@ def writes_path(thread_id: str, ns: str, checkpoint_id: str, task_id: str) -> st
     return f"{WRITES_ROOT}{q(thread_id)}/{q(ns)}/{q(checkpoint_id)}/{q(task_id)}"
 
 
+def thread_prefixes(thread_id: str) -> list[str]:
+    """Every path a thread's records can have starts with one of these (parts included)."""
+    return [f"{CHECKPOINT_ROOT}{q(thread_id)}/", f"{WRITES_ROOT}{q(thread_id)}/"]
+
+
 def part_path(record_path: str, blob: str, i: int) -> str:
     return f"{record_path}/part/{q(blob)}/{i}"
 

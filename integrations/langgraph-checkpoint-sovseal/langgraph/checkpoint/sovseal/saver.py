@@ -88,6 +88,7 @@ from ._layout import (
     parse_branch,
     parse_path,
     part_path,
+    thread_prefixes,
     typed,
     writes_branch,
     writes_path,
@@ -1085,11 +1086,35 @@ class _SovsealSaverBase(BaseCheckpointSaver[str]):
         return entry.get("channel") == channel and self._blob(fam, path, f"w{entry['idx']}", entry.get("blob"), record) == value
 
     def delete_thread(self, thread_id: str) -> None:
+        """Delete the thread, and erase its records for good: on disk (the journal is compacted) and,
+        with replication, on the server and every other device (docs/integrations/langgraph.md).
+
+        Its branches go back to the anchor, then every record under the thread's paths that no
+        branch reaches any more is purged. Records another thread still reaches (it was made with
+        ``copy_thread``, which shares them) stay until that thread lets them go too.
+        """
         self._guard()
         with self._s.lock:
             fam = self._family(str(thread_id))
             if fam is not None:
+                threads = self._threads_shown(fam)
                 self._empty(fam)
+                self._erase_unreachable(threads)
+
+    def _threads_shown(self, fam: _Family) -> set[str]:
+        """The thread and every thread whose records it shows (a ``copy_thread`` shares its source's)."""
+        shown = {fam.thread_id}
+        for view in fam.views.values():
+            for path in view:
+                parsed = parse_path(path)
+                if parsed is not None:
+                    shown.add(parsed.thread_id)
+        return shown
+
+    def _erase_unreachable(self, threads: set[str]) -> None:
+        """Purge the records under these threads' paths that no branch reaches any more, then compact
+        once (the caller holds the lock). Records another thread still reaches stay."""
+        self._s.handle.compact(unreachable=True, prefix=[p for t in sorted(threads) for p in thread_prefixes(t)])
 
     def delete_for_runs(self, run_ids: Sequence[str]) -> None:
         self._guard()
@@ -1185,7 +1210,8 @@ class _SovsealSaverBase(BaseCheckpointSaver[str]):
 
         Keeping re-roots the thread: its branches move back to the anchor and the kept checkpoints
         (with their parts and pending writes, oldest first) are stored again on top of it, so the
-        thread's chain is short again. Nothing is erased from the lineage.
+        thread's chain is short again. The checkpoints let go are then erased for good, as
+        ``delete_thread`` erases (those another thread still reaches stay).
         """
         self._guard()
         if strategy not in ("keep_latest", "delete"):
@@ -1195,8 +1221,10 @@ class _SovsealSaverBase(BaseCheckpointSaver[str]):
                 fam = self._family(thread_id)
                 if fam is None:
                     continue
+                threads = self._threads_shown(fam)
                 if strategy == "delete":
                     self._empty(fam)
+                    self._erase_unreachable(threads)
                     continue
                 kept_live: list[tuple[str, Any]] = []
                 kept_writes: list[tuple[str, Any]] = []
@@ -1220,6 +1248,7 @@ class _SovsealSaverBase(BaseCheckpointSaver[str]):
                             cp = fam.checkpoints.get(payload["checkpoint_ns"], {}).get(payload["checkpoint_id"])
                             kept_writes[i] = (path, {**payload, "checkpoint_snapshot": fam.merged[cp].sid if cp else None})
                     self._append(fam, fam.writes, kept_writes)
+                self._erase_unreachable(threads)  # the checkpoints the re-root let go
 
     def _decoded(self, fam: _Family, path: str) -> tuple[dict[str, Any], str | None]:
         """A stored checkpoint, decoded, and its parent's checkpoint id."""
