@@ -80,7 +80,7 @@ from langgraph.store.base.embed import (
 
 from sovseal import Sovseal
 from sovseal.canonical import canonicalize, loads
-from sovseal.errors import IntegrityError
+from sovseal.errors import IntegrityError, UnknownPathError
 
 try:
     from langgraph.store.base import validate_op_namespace
@@ -244,7 +244,15 @@ class SovsealStore(BaseStore):
 
     supports_ttl = False
 
-    def __init__(self, sovseal: Sovseal, *, branch: str | None = None, index: IndexConfig | None = None) -> None:
+    def __init__(
+        self, sovseal: Sovseal, *, branch: str | None = None, index: IndexConfig | None = None, erase_on_delete: bool = False
+    ) -> None:
+        """``erase_on_delete``: a delete (``PutOp`` with ``value=None``) erases the item for good (every
+        version, on every branch; the journal is compacted once per batch) instead of appending a
+        tombstone that keeps its history (docs/integrations/langgraph.md, "Deleting and erasing")."""
+        if not isinstance(erase_on_delete, bool):
+            raise TypeError(f"erase_on_delete must be a bool, got {type(erase_on_delete).__name__}")
+        self.erase_on_delete = erase_on_delete
         handle = getattr(sovseal, "sync", sovseal)
         if not isinstance(handle, Sovseal):
             raise TypeError(f"SovsealStore needs a sovseal.Sovseal handle, got {type(sovseal).__name__}")
@@ -266,6 +274,7 @@ class SovsealStore(BaseStore):
                     handle.fork(anchor, branch=self.branch)
         self._items: dict[str, _Entry] = {}
         self._head: tuple[str | None, ...] | None = None  # the branch's heads the items were read at (None: not yet)
+        self._erasures = 0  # the store's erasure count then: a purge changes reads without moving a head
 
     @classmethod
     @contextmanager
@@ -277,6 +286,7 @@ class SovsealStore(BaseStore):
         embedder: Callable[[Sequence[str]], Any] | None = None,
         branch: str | None = None,
         index: IndexConfig | None = None,
+        erase_on_delete: bool = False,
         **sovseal_kwargs: Any,
     ) -> Iterator[SovsealStore]:
         """Open the store at ``path`` (its own handle, closed on exit). Without ``embedder`` the
@@ -285,7 +295,7 @@ class SovsealStore(BaseStore):
             embedder = no_embedding
         handle = Sovseal(path, key=key, embedder=embedder, **sovseal_kwargs)
         try:
-            store = cls(handle, branch=branch, index=index)
+            store = cls(handle, branch=branch, index=index, erase_on_delete=erase_on_delete)
             store._owned = True
         except BaseException:
             handle.close()
@@ -324,7 +334,8 @@ class SovsealStore(BaseStore):
         newest clock wins, on every device alike).
         """
         heads = branch_heads(self._h, [self.branch])[self.branch]
-        if heads == self._head:
+        erasures = self._h.erasures()
+        if heads == self._head and erasures == self._erasures:
             return
         with on_branch(self._h, self.branch):
             items: dict[str, _Entry] = {}
@@ -334,7 +345,7 @@ class SovsealStore(BaseStore):
                 memory = self._h.get(path)
                 if memory is not None:
                     items[path] = self._entry(path, memory, self._parted_value(path, memory))
-        self._items, self._head = items, heads
+        self._items, self._head, self._erasures = items, heads, erasures
 
     def _parted_value(self, path: str, memory: Any) -> Any:
         """The value of an item stored in parts (read from them, checked against the record), else its payload.
@@ -465,12 +476,17 @@ class SovsealStore(BaseStore):
                 else:
                     raise TypeError(f"Unknown operation type: {type(op)}")
             vectors = iter(documents)
+            erased = False
             for (namespace, key), op in self._dedupe(ops).items():
                 embedded = {name: next(vectors) for name, _ in self._field_texts(op)}
-                self._apply(namespace, key, op, embedded)
+                erased |= self._apply(namespace, key, op, embedded)
+            if erased:  # one rewrite of the journal for the whole batch
+                self._h.compact()
+                self._head = None
             return results
 
-    def _apply(self, namespace: tuple[str, ...], key: str, op: PutOp, embedded: dict[str, Sequence[float]]) -> None:
+    def _apply(self, namespace: tuple[str, ...], key: str, op: PutOp, embedded: dict[str, Sequence[float]]) -> bool:
+        """Write one item; True when it erased something (the caller compacts once for the batch)."""
         path = item_path(namespace, key)
         h = self._h
         existing = self._items.get(path)
@@ -482,7 +498,7 @@ class SovsealStore(BaseStore):
                     self._head = (result.snapshot_id,)
                 self._delete_parts(path, 0, old_parts)
                 self._items.pop(path, None)
-                return
+                return self.erase_on_delete and self._erase(path)
             created = existing.created_at if existing else _now()
             indexed = op.index is not False and (self.embeddings is None or bool(embedded))
             metadata: dict[str, Any] = {
@@ -533,6 +549,17 @@ class SovsealStore(BaseStore):
             vectors={name: _unit(np.asarray(v, dtype=np.float32)) for name, v in embedded.items()},
             metadata=metadata,
         )
+        return False
+
+    def _erase(self, path: str) -> bool:
+        """Purge every version of the item and of its value's parts, not compacting (the batch does)."""
+        erased = False
+        for what in ({"path": path}, {"prefix": part_path(path, VALUE_BLOB, 0).rsplit("/", 1)[0] + "/"}):
+            try:
+                erased |= bool(self._h.purge(**what, reason="langgraph store delete", compact=False).erased)
+            except UnknownPathError:  # no part was ever stored
+                pass
+        return erased
 
     def _delete_parts(self, path: str, start: int, stop: int) -> None:
         """Tombstone the parts ``start..stop-1`` of an item's former value (on the store's branch, locked)."""
