@@ -459,3 +459,24 @@ def test_a_write_on_an_offline_device_before_it_saw_the_purge_survives_it(tmp_pa
         assert b.get("user.secret").payload == "written offline, after the purge on the other device"
         assert b.verify().ok and b.verify().erased == 1
         assert all(SECRET not in str(m.payload) for m in b.recall("launch code", k=5))
+
+
+def test_a_backup_file_written_after_a_purge_holds_no_erased_content(tmp_path: Path, key: bytes) -> None:
+    """`sovseal export` after a purge: the file, opened with the key and every item in it decrypted,
+    holds skeletons only (a backup written *before* the purge is out of reach, as docs/security.md says)."""
+    import io
+
+    from sovseal import ops
+
+    with _open(tmp_path / "s", key) as mem:
+        _history(mem)
+        sealed = _sealed_entries(mem, "user.secret")
+        mem.purge("user.secret")
+        backup = io.BytesIO()
+        ops.export_backup(mem, key, backup)
+    with _open(tmp_path / "restored", key) as restored:
+        ops.import_backup(restored, key, io.BytesIO(backup.getvalue()))
+        assert restored.get("user.secret") is None and restored.verify().ok
+        assert all(i.sealed not in sealed for i in restored.export_items())
+    assert not any(s in _every_file(tmp_path / "restored") for s in sealed)
+    assert b"7351" not in _plaintexts(tmp_path / "restored", key)
