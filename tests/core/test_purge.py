@@ -480,3 +480,18 @@ def test_a_backup_file_written_after_a_purge_holds_no_erased_content(tmp_path: P
         assert all(i.sealed not in sealed for i in restored.export_items())
     assert not any(s in _every_file(tmp_path / "restored") for s in sealed)
     assert b"7351" not in _plaintexts(tmp_path / "restored", key)
+
+
+def test_a_purge_erases_what_another_handle_acknowledged_before_it_and_keeps_what_comes_after(tmp_path: Path, key: bytes) -> None:
+    """Documented outcome of a purge racing a write (docs/design.md, "Purge and concurrent writes"):
+    the purge catches up under the writer lock, so a write acknowledged before it is erased with the
+    rest, and one acknowledged after it is a new record."""
+    with _open(tmp_path / "s", key) as a, _open(tmp_path / "s", key) as b:
+        a.store("user.secret", SECRET)
+        b.store("user.secret", SECRET + " (from the other handle)")  # acknowledged before the purge
+        result = a.purge("user.secret")
+        assert len(result.erased) == 2
+        assert b.get("user.secret") is None  # the other handle reads the erasure at once
+        b.store("user.secret", "after the purge")
+        assert a.get("user.secret").payload == "after the purge"
+        assert a.verify().ok and b.verify().erased == 2
