@@ -169,6 +169,7 @@ class VectorIndex:
         self._has = np.zeros(0, dtype=bool)  # _node_row >= 0, kept so a recall checks coverage in one pass
         self._top = -1  # the highest node with a vector
         self.replaced = 0  # vectors overwritten by a later add: what callers derived from the old ones is stale
+        self._rewritten = 0  # rows changed in place (replaced or erased): a sketch built meanwhile is stale
         self._ivf: _Ivf | None = None
         self._sketch: vector_sketch.Sketch | None = None  # see vector_sketch; swapped under _lock
         self._build_lock = threading.Lock()  # one thread at a time builds the IVF or catches it up
@@ -374,6 +375,7 @@ class VectorIndex:
                     continue  # loading: the vector added since is newer
                 else:
                     self.replaced += 1
+                    self._rewritten += 1
                     self._snapshot_order = False
                     sketch = self._sketch
                     if sketch is not None and row < sketch.rows:
@@ -471,6 +473,7 @@ class VectorIndex:
                 row = int(self._node_row[node]) if node < len(self._node_row) else -1
                 if row >= 0 and self._matrix[row].any():
                     self._matrix[row] = 0
+                    self._rewritten += 1
                     self._snapshot_order = False
                     sketch = self._sketch
                     if sketch is not None and row < sketch.rows:  # its projection says something of it too
@@ -599,11 +602,11 @@ class VectorIndex:
         the trained rows, instead of every one: at a million rows, up to a quarter of a million
         rows (384 MB) per search before the next build. The work is done outside the index lock
         on rows that do not move (a build swaps the matrix only under _build_lock, held here);
-        the results are kept only if no build and no replaced vector came in between.
+        the results are kept only if no build and no replaced or erased vector came in between.
         """
         with self._build_lock:
             with self._lock:
-                ivf, rows, matrix, sketch, replaced = self._ivf, self._rows, self._matrix, self._sketch, self.replaced
+                ivf, rows, matrix, sketch, rewritten = self._ivf, self._rows, self._matrix, self._sketch, self._rewritten
             if ivf is None:
                 return
             start = ivf.assigned_rows
@@ -624,7 +627,7 @@ class VectorIndex:
             if sketch is None:
                 return
             with self._lock:
-                if self._ivf is ivf and self._sketch is old and self.replaced == replaced:
+                if self._ivf is ivf and self._sketch is old and self._rewritten == rewritten:
                     sketch.rows = rows
                     self._sketch = sketch
 
