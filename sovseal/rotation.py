@@ -14,7 +14,7 @@ import secrets
 import shutil
 import time
 from dataclasses import dataclass
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 from . import frames as fr
 from .canonical import canonicalize, loads
@@ -115,7 +115,7 @@ class _Resealer:
         head = frame.head_wire_id
         if after is None or (head != fr.NO_ID and head not in self.ids):
             return None
-        event = loads(self.old.unseal(frame.sealed_event, self.old.branch_aad(frame), frame.flags))
+        event = _object(self.old.unseal(frame.sealed_event, self.old.branch_aad(frame), frame.flags))
         branch = self.branches.setdefault(frame.branch_id, self.new.branch_id(str(event["branch"])))
         new_head = fr.NO_ID if head == fr.NO_ID else self.ids[head]
         out = fr.BranchFrame(frame.reason, frame.hlc, branch, new_head, b"", frame.flags & ~fr.LEGACY, after)
@@ -126,7 +126,7 @@ class _Resealer:
     def _reinforce(self, frame: fr.ReinforceFrame) -> fr.ReinforceFrame | None:
         if frame.wire_id not in self.ids:
             return None
-        event = loads(self.old.unseal(frame.sealed_event, self.old.reinforce_aad(frame), frame.flags))
+        event = _object(self.old.unseal(frame.sealed_event, self.old.reinforce_aad(frame), frame.flags))
         out = fr.ReinforceFrame(frame.hlc, self.ids[frame.wire_id], b"", frame.flags & ~fr.LEGACY)
         out = dataclasses.replace(out, sealed_event=self.new.seal(canonicalize(event), self.new.reinforce_aad(out)))
         self.ids[frame.event_id] = out.event_id
@@ -135,12 +135,20 @@ class _Resealer:
     def _redaction(self, frame: fr.RedactionFrame) -> fr.RedactionFrame | None:
         if any(wire not in self.ids for wire in frame.wire_ids):
             return None
-        body = loads(self.old.unseal(frame.sealed_body, self.old.redaction_aad(frame), frame.flags))
+        body = _object(self.old.unseal(frame.sealed_body, self.old.redaction_aad(frame), frame.flags))
         erased = tuple((self.ids[wire], self.seals[self.ids[wire]]) for wire in frame.wire_ids)
         out = fr.RedactionFrame(frame.hlc, erased, b"", frame.flags)
         out = dataclasses.replace(out, sealed_body=self.new.seal(canonicalize(body), self.new.redaction_aad(out)))
         self.ids[frame.event_id] = out.event_id
         return out
+
+
+def _object(data: bytes) -> dict[str, Any]:
+    """A sealed event's JSON object (IntegrityError if it is anything else)."""
+    value = loads(data)
+    if not isinstance(value, dict):
+        raise IntegrityError("a sealed event is not a JSON object; nothing was rotated")
+    return value
 
 
 def _present(scanned: list[ScannedFrame]) -> set[bytes]:

@@ -962,6 +962,8 @@ class LocalStore:
 
     def _open_redaction_body(self, frame: fr.RedactionFrame) -> dict[str, Any]:
         body = loads(self.sealing.unseal(frame.sealed_body, self.sealing.redaction_aad(frame), frame.flags))
+        if not isinstance(body, dict):
+            raise IntegrityError("a redaction's body is not an object; it was not applied")
         named = {self.wire_id(str(sid)) for sid in body.get("purged", ())}
         if named != set(frame.wire_ids) or len(body.get("purged", ())) != len(frame.erased):
             raise IntegrityError("a redaction does not name exactly the records it erases; it was not applied")

@@ -8,7 +8,6 @@ everything the key still opens, the plaintext. The lineage must stay verifiable 
 from __future__ import annotations
 
 import dataclasses
-import os
 import random
 import signal
 import subprocess
