@@ -332,6 +332,97 @@ def section_langgraph(runs: dict[str, Any], img: Path) -> str:
     )
 
 
+def section_langgraph_delete(runs: dict[str, Any], img: Path) -> str:
+    run = runs.get("langgraph_delete")
+    if not run:
+        return missing("langgraph_delete")
+    r = run["results"]
+    z, d, g, c, pr = r["sizes_mb"], r["delete_s"], r["gone"], r["compactions"], r["prune"]
+    mine, theirs = g["sovseal"], g["sqlite"]
+    n = r["deleted"]
+
+    def size(name: str, when: str) -> str:
+        parts = z[name].get(when)
+        if not parts:
+            return "—"
+        change = parts["total"] / z[name]["before"]["total"] - 1
+        return f"{f(parts['total'])}" + ("" if when == "before" else f" ({change:+.0%})")
+
+    def per(name: str) -> str:
+        p = d[name]["per_thread_ms"]
+        return f"{f(p['mean'], 1)} / {f(p['p50'], 1)} / {f(p['max'], 1)}"
+
+    def marks(key: str) -> str:
+        m = theirs[key]
+        return f"{m['either']} of {n}" + (f" (WAL {m['wal']})" if m["wal"] else "")
+
+    rows = [
+        [f"on disk before, MB (at rest: {r['threads']} threads × {r['turns']} turns)", size("sovseal", "before"), size("sqlite", "before")],
+        [f"right after deleting {n} threads, MB", size("sovseal", "after"), size("sqlite", "after")],
+        ["after `wal_checkpoint(TRUNCATE)`, MB", "—", size("sqlite", "checkpointed")],
+        [f"after `VACUUM` ({f(r['vacuum_s'], 2)} s), MB", "—", size("sqlite", "vacuumed")],
+        [f"`delete_thread` × {n}, s", f"**{f(d['sovseal']['total'], 2)}**", f"**{f(d['sqlite']['total'], 3)}**"],
+        ["per thread, ms (mean / p50 / max)", per("sovseal"), per("sqlite")],
+        [
+            "deleted threads `get_tuple`/`list` still return",
+            f"{mine['deleted_threads_still_readable']} of {n}",
+            f"{theirs['deleted_threads_still_readable']} of {n}",
+        ],
+        ["kept threads with all their turns", f"{mine['kept_threads_intact']} of {mine['kept_threads']}", f"{theirs['kept_threads_intact']} of {theirs['kept_threads']}"],
+        [
+            "store check",
+            f"`verify()` {'ok' if mine['verify_ok'] else '**failed**'}: {mine['records']:,} records, {mine['erased']:,} erased (skeletons)",
+            f"rows of deleted threads left: {theirs['rows_left']['checkpoints']} + {theirs['rows_left']['writes']}; "
+            f"{theirs['free_pages']:,} free pages ({f(theirs['free_pages'] * theirs['page_size'] / 1e6, 1)} MB)",
+        ],
+        [
+            "deleted threads' text in the files' bytes: before / after delete / after checkpoint / after VACUUM",
+            "— (sealed: no plaintext on disk)",
+            " / ".join(
+                marks(k)
+                for k in (
+                    "deleted_markers_in_file_before",
+                    "deleted_markers_in_file_after_delete",
+                    "deleted_markers_in_file_after_wal_checkpoint",
+                    "deleted_markers_in_file_after_vacuum",
+                )
+            ),
+        ],
+    ]
+    notes = (
+        f"{c['count']} compactions during the {n} deletes (one per `delete_thread`): the `compact()` calls took "
+        f"{f(c['call_s_total'], 1)} s of the {f(d['sovseal']['total'], 1)} s, the journal rewrite itself "
+        f"(`CompactionReport.seconds`) {f(c['rewrite_s_total'], 1)} s, the writer lock held {f(c['paused_s_total'], 2)} s in all; "
+        f"the journal went {f(c['journal_mb_first'][0])} → {f(c['journal_mb_first'][1])} MB in the first, "
+        f"{f(c['journal_mb_last'][0])} → {f(c['journal_mb_last'][1])} MB in the last. "
+        f"`prune({pr['threads']} threads, strategy=\"delete\")` in one call: {pr['compactions']} compaction(s), "
+        f"{f(pr['seconds'], 2)} s ({f(pr['seconds'] / max(pr['threads'], 1) * 1000, 0)} ms a thread), "
+        f"{pr['gone']} of {pr['threads']} threads gone; SqliteSaver's `prune`: {pr['sqlite']}. "
+        f"Building the threads took {f(r['build_s']['sovseal'], 1)} s (sovseal) and {f(r['build_s']['sqlite'], 1)} s (SQLite). "
+        f"SQLite {theirs['sqlite_version']}, `secure_delete` = {theirs['secure_delete']}."
+    )
+    fig, ax = plt.subplots(figsize=(7.5, 3.4))
+    for name, label in (("sovseal", "SovsealSaver (compacts the journal each time)"), ("sqlite", "SqliteSaver (DELETE, commit)")):
+        samples = d[name]["samples_ms"]
+        ax.plot(range(1, len(samples) + 1), samples, lw=1, label=label)
+    ax.set_yscale("log")
+    ax.yaxis.set_major_formatter(FuncFormatter(lambda v, _: f"{v:g}"))
+    ax.set_xlabel("delete_thread call (one thread each, in order)")
+    ax.set_ylabel("ms (log scale)")
+    ax.set_title(f"delete_thread, {n} of {r['threads']} threads deleted one by one", fontsize=10)
+    ax.legend(fontsize=8)
+    ax.grid(True, which="both", alpha=0.2)
+    save(fig, img, "langgraph_delete.png")
+    return "\n\n".join(
+        [
+            provenance(run),
+            table(["", "`SovsealSaver`", "`SqliteSaver`"], rows),
+            notes,
+            image(img, "langgraph_delete.png", "delete_thread latency per call: SovsealSaver against SqliteSaver"),
+        ]
+    )
+
+
 def section_llama_index(runs: dict[str, Any], img: Path) -> str:
     run = runs.get("llama_index")
     if not run:
@@ -657,6 +748,7 @@ SECTIONS: dict[str, Callable[[dict[str, Any], Path], str]] = {
     "embed_variants": section_embed_variants,
     "langchain": section_langchain,
     "langgraph": section_langgraph,
+    "langgraph_delete": section_langgraph_delete,
     "llama_index": section_llama_index,
     "recall_quality_locomo": section_recall_quality_locomo,
     "recall_quality_beir": section_recall_quality_beir,

@@ -198,6 +198,14 @@ JOBS = [
         packages=("langgraph-checkpoint-sovseal", "langgraph", "langgraph-checkpoint", "langgraph-checkpoint-sqlite"),
     ),
     Job(
+        "langgraph_delete",
+        "integrations/langgraph-checkpoint-sovseal/bench/bench_langgraph_delete.py",
+        ["--threads", "200", "--turns", "10"],
+        ["--threads", "20", "--turns", "5", "--prune", "4"],
+        peers=True,
+        packages=("langgraph-checkpoint-sovseal", "langgraph", "langgraph-checkpoint", "langgraph-checkpoint-sqlite"),
+    ),
+    Job(
         "llama_index",
         "integrations/llama-index-sovseal/bench/bench_llama_index.py",
         ["--turns", "2000", "--queries", "200"],
