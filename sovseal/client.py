@@ -758,42 +758,55 @@ class Sovseal:
     # -- erasure (docs/design.md, "Redaction skeletons" and "Compaction") ------------------------
 
     def purge(
-        self, path: str | Sequence[str] | None = None, *, prefix: str | None = None, reason: str = "", compact: bool = True
+        self,
+        path: str | Sequence[str] | None = None,
+        *,
+        prefix: str | Sequence[str] | None = None,
+        unreachable: bool = False,
+        reason: str = "",
+        compact: bool = True,
     ) -> PurgeResult:
         """Erase every version of ``path`` (a path, or a list of paths; or of every path under
-        ``prefix``) on every branch, for good.
+        ``prefix``, or under any of a list of prefixes) on every branch, for good.
 
         Unlike :meth:`delete`, which appends a tombstone and keeps the history, a purge makes the
         content unrecoverable, to the key holder too: the journal is rewritten with each erased
         record as a skeleton, and its vectors, keyword postings and catalogue entries are removed.
-        ``compact=False`` defers the rewrite (reads never return the content meanwhile) to
-        :meth:`compact`, or to :meth:`close` once erased content passes the automatic threshold:
-        erasing many things, purge each with ``compact=False`` (or all in one list) and compact once.
+        ``unreachable=True`` erases only the versions no branch's heads reach any more (the undo
+        history a rollback left behind, what a prune cut off), of those paths, or of every path
+        when none is given. ``compact=False`` defers the rewrite (reads never return the content
+        meanwhile) to :meth:`compact`, or to :meth:`close` once erased content passes the automatic
+        threshold: erasing many things, purge each with ``compact=False`` and compact once.
         The lineage stays verifiable; :meth:`log` lists the erased snapshots and :meth:`verify`
         checks them. With replication the purge is sent to the server, which drops the sealed
         bodies, and every other device erases them on its next pull. UnknownPathError when none of
         the paths has a version anywhere (a path already purged is not an error: nothing is new).
         """
         self._check_open()
-        if (path is None) == (prefix is None):
-            raise InvalidInputError("purge needs a path (or a list of paths), or prefix=..., not both")
+        if path is not None and prefix is not None:
+            raise InvalidInputError("purge takes a path (or a list of paths) or prefix=..., not both")
+        if path is None and prefix is None and not unreachable:
+            raise InvalidInputError("purge needs a path (or a list of paths), prefix=..., or unreachable=True")
         if not isinstance(reason, str):
             raise InvalidInputError(f"reason must be a str, got {type(reason).__name__}")
         select: Callable[[Lineage], list[int]]
         description: dict[str, Any]
+        what = ""
         if prefix is not None:
-            if not isinstance(prefix, str) or not prefix:
-                raise InvalidInputError("prefix must be a non-empty string; to erase everything, delete the store's directory")
+            prefixes = [prefix] if isinstance(prefix, str) else list(prefix)
+            if not prefixes or not all(isinstance(p, str) and p for p in prefixes):
+                raise InvalidInputError("prefix must be a non-empty string (or a list of them); to erase everything, delete the store's directory")
             engine = self._recall_engine()
 
             def select(lineage: Lineage) -> list[int]:
                 engine.sync(lineage)  # every record catalogued, those other processes wrote too
-                return lineage.nodes.with_paths({self._store.path_hash(p) for p in engine.catalog.paths_under(prefix)})
+                paths = {p for each in prefixes for p in engine.catalog.paths_under(each)}
+                return lineage.nodes.with_paths({self._store.path_hash(p) for p in paths})
 
-            description = {"prefix": prefix}
-            what = f"no path under {prefix!r}"
-        else:
-            named = [path] if isinstance(path, str) else list(path)  # type: ignore[arg-type]
+            description = {"prefix": prefixes[0]} if isinstance(prefix, str) else {"prefixes": prefixes}
+            what = f"no path under {prefixes[0]!r}" if len(prefixes) == 1 else f"no path under the {len(prefixes)} prefixes"
+        elif path is not None:
+            named = [path] if isinstance(path, str) else list(path)
             if not named:
                 raise InvalidInputError("purge needs at least one path")
             checked = [make_entry("store", p).path for p in named]
@@ -804,10 +817,24 @@ class Sovseal:
 
             description = {"path": checked[0]} if len(checked) == 1 else {"paths": checked}
             what = f"no version of {checked[0]!r}" if len(checked) == 1 else f"none of the {len(checked)} paths has a version that"
+        else:
+
+            def select(lineage: Lineage) -> list[int]:
+                return list(range(len(lineage.nodes)))
+
+            description = {}
+        if unreachable:
+            chosen = select
+
+            def select(lineage: Lineage) -> list[int]:
+                found = set(_unreachable(lineage))
+                return [idx for idx in chosen(lineage) if idx in found]
+
+            description["unreachable"] = True
         with self._store.reading() as lineage:
             already = any(lineage.nodes[idx].redacted for idx in select(lineage))
         erased = self._store.purge(select, {**description, "reason": reason})
-        if not erased and not already:
+        if not erased and not already and not unreachable:
             raise UnknownPathError(f"{what} exists on any branch; nothing was purged")
         reclaimed = self.compact().reclaimed if compact and erased else 0
         if not compact:
@@ -824,39 +851,15 @@ class Sovseal:
         with self._store.reading() as lineage:
             return len(lineage.erased)
 
-    def compact(self, *, unreachable: bool = False, prefix: str | Sequence[str] | None = None) -> CompactionReport:
+    def compact(self) -> CompactionReport:
         """Rewrite the journal without erased content, and drop what else held it (sovseal.compaction).
 
-        ``unreachable``: first erase, with a redaction like any purge (replicated), every record no
-        branch's heads reach any more (only those of paths under ``prefix``, or under any of a list of
-        prefixes, when given): the undo
-        history a rollback left behind, or what a prune cut off. Other processes keep reading and
-        writing meanwhile; they wait for the writer lock only while the new journal takes the old
-        one's place.
+        Other processes keep reading and writing meanwhile; they wait for the writer lock only while
+        the new journal takes the old one's place. With nothing erased left in the journal, nothing
+        is rewritten.
         """
         self._check_open()
         from .compaction import CompactionReport, compact
-
-        if prefix is not None and not unreachable:
-            raise InvalidInputError("prefix= limits compact(unreachable=True); pass both")
-        if unreachable:
-            under: Callable[[Lineage], set[int]] | None = None
-            prefixes = [prefix] if isinstance(prefix, str) else list(prefix or ())
-            if prefixes:
-                if not all(isinstance(p, str) and p for p in prefixes):
-                    raise InvalidInputError("prefix must be a non-empty string or a list of them")
-                engine = self._recall_engine()
-
-                def under(lineage: Lineage) -> set[int]:
-                    engine.sync(lineage)
-                    paths = {p for each in prefixes for p in engine.catalog.paths_under(each)}
-                    return set(lineage.nodes.with_paths({self._store.path_hash(p) for p in paths}))
-
-            def select(lineage: Lineage) -> list[int]:
-                found = _unreachable(lineage)
-                return found if under is None else sorted(set(found) & under(lineage))
-
-            self._store.purge(select, {"reason": "unreachable", **({"prefixes": prefixes} if prefixes else {})})
 
         self._store.check_compactable()  # writable, current format, no damage: else StorageError
         with self._store.reading() as lineage:

@@ -217,7 +217,7 @@ def test_compact_unreachable_erases_what_no_branch_reaches(tmp_path: Path, key: 
         mem.store("undone", "rolled back")
         sealed = _sealed_entries(mem, "undone")
         mem.rollback(base)
-        mem.compact(unreachable=True)
+        mem.purge(unreachable=True)
         assert mem.erasures() == 1 and mem.get("kept").payload == "on the branch"
         assert mem.verify().ok and mem.verify().erased == 1
     assert not any(s in _every_file(tmp_path / "s") for s in sealed)

@@ -1086,8 +1086,9 @@ class _SovsealSaverBase(BaseCheckpointSaver[str]):
         return entry.get("channel") == channel and self._blob(fam, path, f"w{entry['idx']}", entry.get("blob"), record) == value
 
     def delete_thread(self, thread_id: str) -> None:
-        """Delete the thread, and erase its records for good: on disk (the journal is compacted) and,
-        with replication, on the server and every other device (docs/integrations/langgraph.md).
+        """Delete the thread, and erase its records for good: nothing reads them any more, their bytes
+        leave the disk at the next compaction, and with replication the server and every other device
+        erase them too (docs/integrations/langgraph.md, "Deleting and erasing").
 
         Its branches go back to the anchor, then every record under the thread's paths that no
         branch reaches any more is purged. Records another thread still reaches (it was made with
@@ -1112,9 +1113,12 @@ class _SovsealSaverBase(BaseCheckpointSaver[str]):
         return shown
 
     def _erase_unreachable(self, threads: set[str]) -> None:
-        """Purge the records under these threads' paths that no branch reaches any more, then compact
-        once (the caller holds the lock). Records another thread still reaches stay."""
-        self._s.handle.compact(unreachable=True, prefix=[p for t in sorted(threads) for p in thread_prefixes(t)])
+        """Purge the records under these threads' paths that no branch reaches any more (the caller
+        holds the lock). Records another thread still reaches stay. Their bytes leave the disk at the
+        next compaction (``sovseal.compact()``, or by itself past the threshold): rewriting the
+        journal on every delete would make each one cost the whole store."""
+        prefixes = [p for t in sorted(threads) for p in thread_prefixes(t)]
+        self._s.handle.purge(prefix=prefixes, unreachable=True, reason="langgraph delete_thread", compact=False)
 
     def delete_for_runs(self, run_ids: Sequence[str]) -> None:
         self._guard()
