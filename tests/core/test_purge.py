@@ -20,10 +20,10 @@ import pytest
 
 from sovseal import Sovseal
 from sovseal import frames as fr
-from sovseal import checkpoint as cp
 from sovseal.errors import ErasedError, IntegrityError, InvalidInputError, UnknownPathError
 from sovseal.wire import WireItem
 from sovseal.store import CHECKPOINT
+from tests.erasure_scan import every_file, plaintexts
 from tests.fakes import fake_embed
 
 ROOT = str(Path(__file__).resolve().parents[2])
@@ -44,35 +44,6 @@ def _sealed_entries(mem: Sovseal, path: str) -> list[bytes]:
             assert isinstance(frame, fr.RecordFrame)
             out.append(frame.sealed_entry)
     return out
-
-
-def _every_file(directory: Path) -> bytes:
-    return b"\0".join(p.read_bytes() for p in sorted(directory.rglob("*")) if p.is_file())
-
-
-def _plaintexts(directory: Path, key: bytes) -> bytes:
-    """Everything the key still opens in the store: every record's entry, every event, the checkpoint."""
-    out: list[bytes] = []
-    with _open(directory, key) as mem:
-        store = mem._store
-        with store.reading() as lineage:
-            for node in lineage.nodes:
-                if not node.redacted:
-                    out.append(store.open(node.idx).entry.canonical())
-        for item in mem.export_items():
-            if item.kind == "redaction":
-                frame = fr.RedactionFrame(round(item.created_at * 1e6), tuple((bytes.fromhex(w), s) for w, s in item.erased), item.sealed)
-                out.append(repr(store._open_redaction_body(frame)).encode())
-    if (directory / CHECKPOINT).exists():
-        _, arrays = cp.read(directory / CHECKPOINT, _rest_key(key))
-        out.extend(a.tobytes() for a in arrays.values())
-    return b"\0".join(out)
-
-
-def _rest_key(key: bytes) -> bytes:
-    from sovseal.crypto import derive_subkeys
-
-    return derive_subkeys(key).k_rest
 
 
 def _vector_bytes(text: str) -> bytes:
@@ -116,10 +87,10 @@ def test_purge_erases_every_version_on_every_branch_and_the_lineage_still_verifi
         assert report.erased == 5
         with pytest.raises(ErasedError):
             mem._store.open(mem._store.resolve(result.erased[0]))
-    data = _every_file(tmp_path / "s")
+    data = every_file(tmp_path / "s")
     assert not any(s in data for s in sealed)
     assert _vector_bytes(SECRET) not in data
-    assert b"7351" not in _plaintexts(tmp_path / "s", key)
+    assert b"7351" not in plaintexts(tmp_path / "s", key)
     with _open(tmp_path / "s", key) as again:  # restart: the same state, from the journal and the checkpoint
         assert again.get("user.secret") is None and again.verify().ok
         assert again.verify().erased == 5
@@ -147,7 +118,7 @@ def test_purge_by_prefix_erases_every_path_under_it(tmp_path: Path, key: bytes) 
         assert mem.get("customer.42.name") is None and mem.get("customer.43.name").payload == "Linus"
         assert mem.get("customerx").payload == "not under the prefix"
         assert mem.verify().ok
-    assert b"4111" not in _plaintexts(tmp_path / "s", key)
+    assert b"4111" not in plaintexts(tmp_path / "s", key)
 
 
 def test_bad_purges_are_refused_and_change_nothing(tmp_path: Path, key: bytes) -> None:
@@ -177,13 +148,13 @@ def test_deferred_compaction_keeps_the_content_out_of_reads_until_compact(tmp_pa
         assert not result.compacted
         assert mem.get("user.secret") is None  # reads treat it as erased at once
         assert all(m.path != "user.secret" for m in mem.recall("launch code", k=10))
-        assert any(s in _every_file(tmp_path / "s") for s in sealed)  # the bytes wait for compaction
+        assert any(s in every_file(tmp_path / "s") for s in sealed)  # the bytes wait for compaction
         for item in mem.export_items():  # ... but never leave: exports carry skeletons
             assert item.sealed not in sealed
         assert mem.verify().ok
         report = mem.compact()
         assert report.skeletons == 5 and report.reclaimed > 0
-    assert not any(s in _every_file(tmp_path / "s") for s in sealed)
+    assert not any(s in every_file(tmp_path / "s") for s in sealed)
 
 
 def test_deferred_erasure_past_the_threshold_is_compacted_when_the_handle_closes(tmp_path: Path, key: bytes) -> None:
@@ -220,7 +191,7 @@ def test_compact_unreachable_erases_what_no_branch_reaches(tmp_path: Path, key: 
         mem.purge(unreachable=True)
         assert mem.erasures() == 1 and mem.get("kept").payload == "on the branch"
         assert mem.verify().ok and mem.verify().erased == 1
-    assert not any(s in _every_file(tmp_path / "s") for s in sealed)
+    assert not any(s in every_file(tmp_path / "s") for s in sealed)
 
 
 def test_export_after_a_purge_restores_skeletons_only(tmp_path: Path, key: bytes) -> None:
@@ -236,7 +207,7 @@ def test_export_after_a_purge_restores_skeletons_only(tmp_path: Path, key: bytes
         assert b.get("user.secret") is None and b.get("user.city").payload == "Paris"
         report = b.verify()
         assert report.ok and report.erased == 5
-    assert b"7351" not in _plaintexts(tmp_path / "b", key)
+    assert b"7351" not in plaintexts(tmp_path / "b", key)
 
 
 def test_a_device_holding_the_content_erases_it_when_the_redaction_arrives(tmp_path: Path, key: bytes) -> None:
@@ -256,8 +227,8 @@ def test_a_device_holding_the_content_erases_it_when_the_redaction_arrives(tmp_p
         assert b.verify().ok
         b.import_items(before)  # an old backup replayed: the erased content is never taken back
         assert b.get("user.secret") is None
-    assert not any(s in _every_file(tmp_path / "b") for s in sealed)
-    assert _vector_bytes(SECRET + " again") not in _every_file(tmp_path / "b")
+    assert not any(s in every_file(tmp_path / "b") for s in sealed)
+    assert _vector_bytes(SECRET + " again") not in every_file(tmp_path / "b")
 
 
 def test_a_tampered_redaction_or_skeleton_is_refused(tmp_path: Path, key: bytes) -> None:
@@ -297,7 +268,7 @@ def test_a_restored_checkpoint_knows_what_was_erased(tmp_path: Path, key: bytes)
         assert mem.get("user.secret") is None
         assert all(m.path != "user.secret" for m in mem.recall("launch code", k=5))
         assert mem.verify().erased == 1
-    assert b"7351" not in _plaintexts(tmp_path / "s", key)
+    assert b"7351" not in plaintexts(tmp_path / "s", key)
 
 
 WRITER = """
@@ -435,7 +406,7 @@ def test_records_written_in_journal_format_2_are_erased_on_every_device_too(tmp_
         c.import_items(after)
         assert c.get("user.editor") is None and c.verify().ok
     for directory in ("a", "b", "c"):
-        assert not any(s in _every_file(tmp_path / directory) for s in sealed)
+        assert not any(s in every_file(tmp_path / directory) for s in sealed)
 
 
 def test_a_write_on_an_offline_device_before_it_saw_the_purge_survives_it(tmp_path: Path, key: bytes) -> None:
@@ -477,8 +448,8 @@ def test_a_backup_file_written_after_a_purge_holds_no_erased_content(tmp_path: P
         ops.import_backup(restored, key, io.BytesIO(backup.getvalue()))
         assert restored.get("user.secret") is None and restored.verify().ok
         assert all(i.sealed not in sealed for i in restored.export_items())
-    assert not any(s in _every_file(tmp_path / "restored") for s in sealed)
-    assert b"7351" not in _plaintexts(tmp_path / "restored", key)
+    assert not any(s in every_file(tmp_path / "restored") for s in sealed)
+    assert b"7351" not in plaintexts(tmp_path / "restored", key)
 
 
 def test_a_purge_erases_what_another_handle_acknowledged_before_it_and_keeps_what_comes_after(tmp_path: Path, key: bytes) -> None:

@@ -26,7 +26,7 @@ from langchain_sovseal import (
 
 from sovseal import Sovseal
 from tests.fakes import fake_embed
-from tests.integrations.erasure_scan import assert_gone, sealed_under
+from tests.erasure_scan import assert_gone, sealed_under
 
 FAKE = DeterministicFakeEmbedding(size=16)
 SECRET = "the vault combination is 7351-alpha-quebec"

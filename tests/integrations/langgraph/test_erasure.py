@@ -17,7 +17,7 @@ from langgraph.checkpoint.sovseal import SovsealSaver
 from langgraph.checkpoint.sovseal._layout import thread_prefixes
 from langgraph.graph import END, START, StateGraph
 
-from tests.integrations.erasure_scan import every_file, plaintexts
+from tests.erasure_scan import every_file, plaintexts
 
 
 class Notes(TypedDict):
@@ -120,7 +120,7 @@ def test_the_store_erases_on_delete_when_asked_and_keeps_history_otherwise(tmp_p
     from langgraph.store.sovseal import SovsealStore
 
     from tests.fakes import fake_embed
-    from tests.integrations.erasure_scan import sealed_under
+    from tests.erasure_scan import sealed_under
 
     with SovsealStore.open(tmp_path / "kept", key=key, embedder=fake_embed) as store:
         store.put(("users", "ada"), "card", {"number": "4111 1111 1111 1111"})

@@ -33,7 +33,7 @@ if INSTALLED:
 
 from sovseal import Sovseal
 from tests.fakes import fake_embed
-from tests.integrations.erasure_scan import assert_gone, sealed_under
+from tests.erasure_scan import assert_gone, sealed_under
 
 SECRET = "the vault combination is 7351-alpha-quebec"
 #: Over 128 KiB of JSON: a descriptor record and part records.

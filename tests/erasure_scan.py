@@ -1,4 +1,4 @@
-"""What an erasure test scans for (issue #23), shared by the LangChain and LlamaIndex erasure tests.
+"""What an erasure test scans for (issue #23), shared by the core's and the adapters' erasure tests.
 
 As tests/core/test_purge.py does: collect the sealed bytes of the records before they are erased,
 then search every file of the store directory for them, and everything the key still opens (every
