@@ -444,18 +444,17 @@ class RecallEngine:
         else:
             dense = index.search_scored(vector, want, allowed, keep=True)
         if p.fusion == "dense" or not terms:
-            bm, hits = None, np.zeros(0, dtype=np.int64)
+            bm = None
+            kw_nodes = np.zeros(0, dtype=np.int64)
         else:
-            bm = self.keywords.scores(terms, size, p.bm25_k1, p.bm25_b)
-            np.multiply(bm, allowed, out=bm)  # BM25 among the allowed records: 0 elsewhere
-            hits = np.flatnonzero(bm > 0)  # every term scores > 0: the allowed nodes holding one
-        if len(hits):
-            assert bm is not None  # nosec B101 -- type narrowing: hits come from bm
+            held, scores = self.keywords.sparse_scores(terms, size, p.bm25_k1, p.bm25_b)
+            keep = allowed[held]  # BM25 among the allowed records (every term scores > 0)
+            bm = _SparseScores(held[keep], scores[keep])
+            hits, hit_scores = bm.nodes, bm.scores
             if len(hits) > want:
-                hits = hits[np.argpartition(-bm[hits], want - 1)[:want]]
-            kw_nodes = hits[np.lexsort((hits, -bm[hits]))]
-        else:
-            kw_nodes = hits
+                best = np.argpartition(-hit_scores, want - 1)[:want]
+                hits, hit_scores = hits[best], hit_scores[best]
+            kw_nodes = hits[np.lexsort((hits, -hit_scores))]
         scorer = _Scorer(p, index, vector, dense, kw_nodes, bm)
         if p.fusion == "dense":
             candidates = dense.nodes
@@ -622,6 +621,24 @@ class _PairCosines:
         return near, far
 
 
+class _SparseScores:
+    """BM25 of the few records that hold a query term (nodes ascending), read as if it were an
+    array over every node: 0 for any other."""
+
+    __slots__ = ("nodes", "scores")
+
+    def __init__(self, nodes: np.ndarray, scores: np.ndarray) -> None:
+        self.nodes, self.scores = nodes, scores
+
+    def __getitem__(self, nodes: np.ndarray) -> np.ndarray:
+        out = np.zeros(len(nodes), dtype=np.float32)
+        if len(self.nodes):
+            at = np.minimum(np.searchsorted(self.nodes, nodes), len(self.nodes) - 1)
+            found = self.nodes[at] == nodes
+            out[found] = self.scores[at[found]]
+        return out
+
+
 class _Scorer:
     """One query's base score of any node (see :mod:`sovseal.recall.params`): its cosine read
     from the dense search (or computed where that search did not score it) and its BM25 among the
@@ -634,11 +651,11 @@ class _Scorer:
         vector: np.ndarray,
         dense: Dense,
         kw_nodes: np.ndarray,
-        bm: np.ndarray | None,
+        bm: _SparseScores | None,
     ) -> None:
         self.params, self.index, self.vector, self.dense = params, index, vector, dense
         self.kw_nodes, self.bm = kw_nodes, bm  # bm: BM25 among the allowed records, 0 elsewhere
-        self.bm_max = float(bm[kw_nodes[0]]) if len(kw_nodes) and bm is not None else 0.0  # the best allowed BM25
+        self.bm_max = float(bm[kw_nodes[:1]][0]) if len(kw_nodes) and bm is not None else 0.0  # the best allowed BM25
 
     def base(self, nodes: np.ndarray) -> np.ndarray:
         p = self.params

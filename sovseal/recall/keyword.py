@@ -108,6 +108,29 @@ class KeywordIndex:
             np.add.at(out, nodes, score)  # one call; the same float32 sums as out[nodes] += score
         return out
 
+    def sparse_scores(self, terms: list[str], size: int, k1: float, b: float) -> tuple[np.ndarray, np.ndarray]:
+        """(nodes, BM25) of the nodes below ``size`` that hold a query term, nodes ascending: what
+        :meth:`scores` holds where it is not 0, without an array over every node (a million-record
+        store then pays for its postings, not for its size). The same float32 sums, term by term."""
+        found = []
+        for term in dict.fromkeys(terms):  # distinct, in order
+            pair = self._contributions(term, k1, b) if self.documents else None
+            if pair is not None:
+                nodes, score = pair
+                if self._top >= size:
+                    keep = nodes < size
+                    nodes, score = nodes[keep], score[keep]
+                found.append((nodes, score))
+        if not found:
+            return np.zeros(0, dtype=np.int64), np.zeros(0, dtype=np.float32)
+        held, where = np.unique(np.concatenate([n for n, _ in found]), return_inverse=True)
+        out = np.zeros(len(held), dtype=np.float32)
+        start = 0
+        for nodes, score in found:  # term by term, as scores() adds them
+            np.add.at(out, where[start : start + len(nodes)], score)
+            start += len(nodes)
+        return held, out
+
     def erase(self, nodes: list[int]) -> None:
         """Remove erased records' postings, and every term only they held (a term is plaintext too).
 
