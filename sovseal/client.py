@@ -831,10 +831,8 @@ class Sovseal:
                 return [idx for idx in chosen(lineage) if idx in found]
 
             description["unreachable"] = True
-        with self._store.reading() as lineage:
-            already = any(lineage.nodes[idx].redacted for idx in select(lineage))
-        erased = self._store.purge(select, {**description, "reason": reason})
-        if not erased and not already and not unreachable:
+        erased, named = self._store.purge(select, {**description, "reason": reason})
+        if not named and not unreachable:
             raise UnknownPathError(f"{what} exists on any branch; nothing was purged")
         reclaimed = self.compact().reclaimed if compact and erased else 0
         if not compact:
@@ -859,15 +857,11 @@ class Sovseal:
         is rewritten.
         """
         self._check_open()
-        from .compaction import CompactionReport, compact
+        from .compaction import compact
 
-        self._store.check_compactable()  # writable, current format, no damage: else StorageError
-        with self._store.reading() as lineage:
-            waiting = lineage.uncompacted > 0
-        if not waiting:  # nothing erased is left in the journal: no rewrite
-            size = self._store.journal_size()
-            return CompactionReport(size, size, 0, 0.0, 0.0)
         report = compact(self._store)
+        if report.seconds == 0.0:  # nothing was rewritten
+            return report
         self._forget_erased()
         engine = self._shared.recaller
         if engine is not None:

@@ -116,6 +116,10 @@ def compact(store: LocalStore) -> CompactionReport:
     started = time.perf_counter()
     store.check_compactable()
     before = store.journal_size()
+    with store.reading() as lineage:
+        waiting = lineage.uncompacted > 0
+    if not waiting:  # nothing erased is left in the journal: nothing to rewrite
+        return CompactionReport(before, before, 0, 0.0, 0.0)
     for attempt in range(_ATTEMPTS):
         rewriter = _Rewriter(store)
         reader = Journal(store.journal_path, store.journal_key, read_only=True)

@@ -18,6 +18,7 @@ from typing import TYPE_CHECKING, Any
 
 from . import frames as fr
 from .canonical import canonicalize, loads
+from .compaction import compact
 from .crypto import record_fields_aad
 from .entries import Entry
 from .errors import IntegrityError, StorageError
@@ -174,13 +175,9 @@ def rotate(store: LocalStore, new_master: bytes) -> RotationReport:
     old_key_id = store.sealing.key_id
     if new.key_id == old_key_id:
         raise StorageError("the new key is the store's current key; rotating needs another key")
-    with store.reading() as lineage:
-        erased_waiting = lineage.uncompacted > 0
-    if erased_waiting:  # erased content is never carried over to the new key
-        from .compaction import compact
-
-        compact(store)
-    store.check_compactable()  # writable, current format, no damage
+    # Erased content is never carried over to the new key; compact() also refuses a store it could
+    # not rewrite (read-only, an old format, damage).
+    compact(store)
     with store.writing():
         store.set_meta(rotating_to=new.key_id)
         reader = Journal(store.journal_path, store.journal_key, read_only=True)

@@ -33,22 +33,26 @@ class Sealing:
     # -- keyed ids -----------------------------------------------------------------------------
 
     @staticmethod
-    def _cached(cache: dict[str, bytes], name: str, make: Any) -> bytes:
-        found = cache.get(name)
-        if found is None:
-            if len(cache) >= _ID_CACHE:
-                cache.clear()
-            found = cache[name] = make(name)
+    def _remember(cache: dict[str, bytes], name: str, found: bytes) -> bytes:
+        if len(cache) >= _ID_CACHE:
+            cache.clear()
+        cache[name] = found
         return found
 
+    # Each is one dict lookup when the id is known (every write asks for two or three).
     def wire_id(self, sid: str) -> bytes:
-        return self._cached(self._wire_ids, sid, lambda n: self._ids.digest("snap", n))
+        found = self._wire_ids.get(sid)
+        return found if found is not None else self._remember(self._wire_ids, sid, self._ids.digest("snap", sid))
 
     def path_hash(self, path: str) -> bytes:
-        return self._cached(self._path_hashes, path, lambda n: self._ids.digest("path", n))
+        found = self._path_hashes.get(path)
+        return found if found is not None else self._remember(self._path_hashes, path, self._ids.digest("path", path))
 
     def branch_id(self, name: str) -> bytes:
-        return self._cached(self._branch_ids, name, lambda n: self._ids.digest("branch", n)[: fr.BRANCH_ID_LEN])
+        found = self._branch_ids.get(name)
+        if found is None:
+            found = self._remember(self._branch_ids, name, self._ids.digest("branch", name)[: fr.BRANCH_ID_LEN])
+        return found
 
     # -- sealing under k_sync, padded ----------------------------------------------------------
 

@@ -1002,22 +1002,24 @@ class LocalStore:
         body.pop("purged", None)
         return {"sid": sid, "op": op, "redaction": redaction.event_id.hex(), **body}
 
-    def purge(self, select: Any, description: Mapping[str, Any]) -> list[str]:
+    def purge(self, select: Any, description: Mapping[str, Any]) -> tuple[list[str], bool]:
         """Erase records for good: append redaction frames naming them (and their skeleton seals).
 
         ``select(lineage)`` names the nodes, under the writer lock after catching up (so what another
-        process acknowledged before is included). Returns the snapshot ids erased, [] when every one
-        was already. The content stays in the journal until :func:`sovseal.compaction.compact`.
+        process acknowledged before is included). Returns the snapshot ids erased ([] when every one
+        was already) and whether ``select`` named any node at all. The content stays in the journal
+        until :func:`sovseal.compaction.compact`.
         """
         with self._writing():
             lineage = self._lineage
-            targets = sorted({idx for idx in select(lineage) if not lineage.nodes[idx].redacted})
+            named = set(select(lineage))
+            targets = sorted(idx for idx in named if not lineage.nodes[idx].redacted)
             erased: list[str] = []
             for start in range(0, len(targets), fr.MAX_ERASED):
                 frame, sids = self.redaction_frame(targets[start : start + fr.MAX_ERASED], description)
                 self._append([frame])
                 erased += sids
-            return erased
+            return erased, bool(named)
 
     def redaction_frame(self, targets: list[int], description: Mapping[str, Any]) -> tuple[fr.RedactionFrame, list[str]]:
         """A sealed redaction frame erasing the nodes ``targets`` (at most MAX_ERASED), not appended,
