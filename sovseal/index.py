@@ -846,14 +846,7 @@ class VectorIndex:
         matrix, row_node = self._matrix, self._row_node
         scores = np.concatenate([_dot(matrix[a:b], vector) for a, b in runs] + [_dot(_gather(matrix, picked), vector)])
         nodes = np.concatenate([row_node[a:b] for a, b in runs] + [row_node[picked]])
-        if by_node is not None:
-            by_node[nodes] = scores
-        wanted = allowed[nodes]
-        if not wanted.all():
-            nodes, scores = nodes[wanted], scores[wanted]
-        if len(nodes) < limit:
-            return None  # too few allowed rows near the query: the caller searches exactly
-        return _top(nodes, scores, limit)
+        return _best_of_scanned(nodes, scores, limit, allowed, by_node)
 
     def _rescored(
         self,
@@ -881,14 +874,22 @@ class VectorIndex:
         rows = np.concatenate([candidates, *beyond])
         nodes = row_node[rows]
         scores = _dot(_gather(self._matrix, rows), vector)
-        if by_node is not None:
-            by_node[nodes] = scores
-        wanted = allowed[nodes]
-        if not wanted.all():
-            nodes, scores = nodes[wanted], scores[wanted]
-        if len(nodes) < limit:
-            return None  # too few allowed rows near the query: the caller searches exactly
-        return _top(nodes, scores, limit)
+        return _best_of_scanned(nodes, scores, limit, allowed, by_node)
+
+
+def _best_of_scanned(
+    nodes: np.ndarray, scores: np.ndarray, limit: int, allowed: np.ndarray, by_node: np.ndarray | None
+) -> tuple[np.ndarray, np.ndarray] | None:
+    """The top ``limit`` allowed of the rows an IVF search scored exactly (kept in ``by_node``);
+    None when fewer are allowed: too few allowed rows near the query, the caller searches exactly."""
+    if by_node is not None:
+        by_node[nodes] = scores
+    wanted = allowed[nodes]
+    if not wanted.all():
+        nodes, scores = nodes[wanted], scores[wanted]
+    if len(nodes) < limit:
+        return None
+    return _top(nodes, scores, limit)
 
 
 def _best_allowed(
