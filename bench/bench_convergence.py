@@ -79,7 +79,7 @@ def pull_vs_embed(n: int) -> dict[str, Any]:
             for start in range(0, n, 500):
                 a.store_many([{"path": f"notes.{i}", "payload": texts[i]} for i in range(start, min(n, start + 500))])
             assert a.replication is not None and a.replication.flush(600)
-            embedder = a._embed_fn()  # noqa: SLF001 - the same on-device model a pull uses
+            embedder = a._embed_fn()  # the same on-device model a pull uses
             t0 = time.perf_counter()
             for start in range(0, n, 256):
                 embedder(texts[start : start + 256])

@@ -67,12 +67,12 @@ import numpy as np
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
-import evaldata  # noqa: E402 (bench/ is not a package)
-from bench_recall_quality import CACHE, _scifact_sentences, _smart, entry_text  # noqa: E402
+import evaldata  # bench/ is not a package
+from bench_recall_quality import CACHE, _scifact_sentences, _smart, entry_text
 
-from sovseal import Sovseal  # noqa: E402
-from sovseal.embed import Embedder  # noqa: E402
-from sovseal.recall import RecallParams  # noqa: E402
+from sovseal import Sovseal
+from sovseal.embed import Embedder
+from sovseal.recall import RecallParams
 
 
 def corpus(data_dir: Path, n: int) -> list[str]:

@@ -62,12 +62,12 @@ import numpy as np
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
-import evaldata  # noqa: E402 (bench/ is not a package)
+import evaldata  # bench/ is not a package
 
-from sovseal import Sovseal  # noqa: E402
-from sovseal.embed import Embedder  # noqa: E402
-from sovseal.entries import make_entry, memory_text  # noqa: E402
-from sovseal.recall import RecallParams  # noqa: E402
+from sovseal import Sovseal
+from sovseal.embed import Embedder
+from sovseal.entries import make_entry, memory_text
+from sovseal.recall import RecallParams
 
 CACHE = Path(tempfile.gettempdir()) / "sovseal-bench-cache"  # bulk embeddings, shared with bench_recall_latency.py
 DEV = ["conv-26", "conv-30", "conv-41", "conv-42", "conv-43"]

@@ -29,7 +29,7 @@ DIM = 384
 
 def percentiles(samples: list[float]) -> dict[str, float]:
     ordered = sorted(samples)
-    pick = lambda q: ordered[min(len(ordered) - 1, int(q * len(ordered)))] * 1000  # noqa: E731
+    pick = lambda q: ordered[min(len(ordered) - 1, int(q * len(ordered)))] * 1000
     return {"p50": statistics.median(ordered) * 1000, "p95": pick(0.95), "p99": pick(0.99)}
 
 

@@ -257,7 +257,7 @@ class VectorIndex:
             log.warning("catching the IVF index up failed: %s", exc)
         self.warmed.set()
 
-    def _opened_table(self):  # noqa: ANN202 - lancedb's Table type is not exported stably
+    def _opened_table(self):  # lancedb's Table type is not exported stably
         """:meth:`_open_table` under a lock file shared by every process opening this index.
 
         Without it, two processes opening a store that has no index yet both find no table and both
@@ -276,7 +276,7 @@ class VectorIndex:
         finally:
             lock.close()
 
-    def _open_table(self):  # noqa: ANN202 - lancedb's Table type is not exported stably
+    def _open_table(self):  # lancedb's Table type is not exported stably
         """Open the table, or start it afresh when it is missing, of another dimension, or unreadable.
 
         Lance does not fsync on local disk, so a crash can leave an unreadable newest manifest;
@@ -301,7 +301,7 @@ class VectorIndex:
                 self._pending[int(self._row_node[row])] = self._matrix[row]
         return self._db.create_table(_TABLE, schema=self._schema, mode="overwrite")
 
-    def _read_only_table(self):  # noqa: ANN202 - lancedb's Table type is not exported stably
+    def _read_only_table(self):  # lancedb's Table type is not exported stably
         """The table as it is, or None: nothing is created, locked, repaired or written."""
         if self._db is None:
             return None

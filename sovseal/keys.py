@@ -498,5 +498,5 @@ def promote_staged_key(store_dir: Path) -> None:
     elif keychain is not None and uid is not None:
         try:
             keychain.delete_password(KEYRING_SERVICE, uid + _STAGED_SUFFIX)
-        except Exception as exc:  # noqa: BLE001 - a keychain boundary: the staged copy equals the key now
+        except Exception as exc:  # a keychain boundary: the staged copy equals the key now
             raise KeyUnavailableError(f"the OS keychain kept the staged key ({exc}); it is the store's key now, remove it by hand") from exc

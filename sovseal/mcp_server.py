@@ -136,7 +136,7 @@ class _Session:
             return _ok(await anyio.to_thread.run_sync(locked))
         except SovsealError as exc:
             return _error(exc)
-        except Exception as exc:  # noqa: BLE001 - a bug in one call must not take the server down
+        except Exception as exc:  # a bug in one call must not take the server down
             log.exception("tool call failed")
             return _error(exc)
 

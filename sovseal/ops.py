@@ -470,11 +470,11 @@ def _wire_items(mem: Sovseal) -> tuple[list[Any], int]:
     """
     from . import frames as fr
 
-    store = mem._store  # noqa: SLF001 - see the SDK gap above
+    store = mem._store  # see the SDK gap above
     items: list[Any] = []
     damaged = 0
     with store.reading():
-        for frame in store._journal.scan(0).frames:  # noqa: SLF001
+        for frame in store._journal.scan(0).frames:
             if not frame.authentic:
                 damaged += 1
                 continue

@@ -111,7 +111,7 @@ class Replicator:
         while not self._stop.is_set():
             try:
                 delay = self._step()
-            except Exception as exc:  # noqa: BLE001 - the worker must outlive any one failure
+            except Exception as exc:  # the worker must outlive any one failure
                 if self._stop.is_set() or self._store.closed:
                     break
                 log.exception("replication step failed")
@@ -294,7 +294,7 @@ class Replicator:
             return
         try:
             self._emit(event, *args)
-        except Exception:  # noqa: BLE001 - a user's callback must not kill the worker
+        except Exception:  # a user's callback must not kill the worker
             log.exception("a %r callback raised", event)
 
     def _deliver_held_events(self) -> None:

@@ -87,7 +87,7 @@ def create_app(storage: Storage, limits: Limits | None = None) -> Starlette:
             verdict = storage.cached_authorization(token.strip(), project) or await run_in_threadpool(
                 storage.authorize, token.strip(), project
             )
-        except Exception:  # noqa: BLE001 - the database is down: the client must retry
+        except Exception:  # the database is down: the client must retry
             log.exception("authorization failed")
             return _error(503, "unavailable", "the server's database is unavailable; retry later")
         if verdict == "unknown":
@@ -170,7 +170,7 @@ def create_app(storage: Storage, limits: Limits | None = None) -> Starlette:
             return _error(409, "conflict", "a different body is already stored under these ids", exc.ids)
         except QuotaExceeded as exc:  # 429: retried by the client, and it succeeds once the missing items arrive
             return _error(429, "held_quota", str(exc))
-        except Exception:  # noqa: BLE001 - a database failure is transient for the client
+        except Exception:  # a database failure is transient for the client
             log.exception("push failed")
             return _error(503, "unavailable", "the server's database is unavailable; retry later")
         return JSONResponse(
@@ -197,7 +197,7 @@ def create_app(storage: Storage, limits: Limits | None = None) -> Starlette:
             return _error(400, "malformed", f"cursor must be 0..{_MAX_CURSOR} and limit 1..{limits.max_pull}")
         try:
             page = await run_in_threadpool(storage.pull, project, cursor, limit)
-        except Exception:  # noqa: BLE001
+        except Exception:
             log.exception("pull failed")
             return _error(503, "unavailable", "the server's database is unavailable; retry later")
         # Stored bodies are canonical JSON objects: splice the seq in rather than re-parse them.

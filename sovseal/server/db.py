@@ -86,7 +86,7 @@ class Database(ABC):
         for conn in conns:
             try:
                 conn.close()
-            except Exception:  # noqa: BLE001 - closing is best effort at shutdown
+            except Exception:  # closing is best effort at shutdown
                 log.debug("closing a database connection failed", exc_info=True)
         self._local = threading.local()
 
@@ -231,7 +231,7 @@ class PostgresDatabase(Database):
                 self._vacuum_again = False
             try:
                 self.vacuum()
-            except Exception:  # noqa: BLE001 - best effort: the redaction is committed, autovacuum comes anyway
+            except Exception:  # best effort: the redaction is committed, autovacuum comes anyway
                 log.warning("VACUUM after a redaction failed; autovacuum will remove the old row versions", exc_info=True)
 
     def vacuum(self) -> bool:

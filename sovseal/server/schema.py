@@ -173,7 +173,7 @@ def check(db: Database) -> None:
     with db.reader() as tx:
         try:
             rows = tx.execute("SELECT value FROM sovseal_meta WHERE name = 'schema'")
-        except Exception as exc:  # noqa: BLE001 - no table, or no right to read it: one clear message
+        except Exception as exc:  # no table, or no right to read it: one clear message
             raise RuntimeError(
                 "the server database has no sovseal schema the reader role can read: run `sovseal serve` once "
                 "with --database set to the owner's URL to migrate and grant the roles"

@@ -465,7 +465,7 @@ class Storage:
         """Best effort: push the bytes a redaction replaced out of the database's files (see Database.scrub)."""
         try:
             self._scrub_pending = not self.db.scrub()
-        except Exception:  # noqa: BLE001 - the redaction is committed; this only tidies, and is tried again
+        except Exception:  # the redaction is committed; this only tidies, and is tried again
             log.warning("scrubbing after a redaction failed; it is tried again after the next write", exc_info=True)
             self._scrub_pending = True
 

@@ -45,7 +45,7 @@ def model_dir() -> Path:
 
 
 @functools.cache
-def real_embedder():  # noqa: ANN201 - sovseal.embed.Embedder, imported lazily
+def real_embedder():  # sovseal.embed.Embedder, imported lazily
     """One loaded real embedder shared by the in-process tests that want the real model."""
     from sovseal.embed import Embedder
 

@@ -275,7 +275,7 @@ def test_recall_filter_is_passed_only_when_given(store: Run, monkeypatch: pytest
 
     seen: list[dict[str, object]] = []
 
-    def spy(self: Sovseal, query: str, *, k: int = 5, filter: dict[str, object] | None = None) -> list[object]:  # noqa: A002
+    def spy(self: Sovseal, query: str, *, k: int = 5, filter: dict[str, object] | None = None) -> list[object]:
         seen.append({"k": k, "filter": filter})
         return []
 

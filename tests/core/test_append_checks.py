@@ -23,7 +23,7 @@ from tests.fakes import fake_embed
 
 def _during_next_seal(mem: Sovseal, action: Callable[[], None]) -> None:
     """Run ``action`` once, while the next record is being sealed (after the writer caught up)."""
-    sealing = mem._store.sealing  # noqa: SLF001
+    sealing = mem._store.sealing
     real = sealing.seal
 
     def seal(plaintext: bytes, aad: bytes) -> bytes:
@@ -94,7 +94,7 @@ def test_a_write_that_cannot_start_leaves_nothing_held(tmp_path: Path, key: byte
         Sovseal(tmp_path / "s", key=key, embedder=fake_embed, lock_timeout=0.2) as mem,
         Sovseal(tmp_path / "s", key=key, embedder=fake_embed, lock_timeout=0.2) as other,
     ):
-        lock = other._store._flock  # noqa: SLF001 - the writer lock of another handle (flock excludes it too)
+        lock = other._store._flock  # the writer lock of another handle (flock excludes it too)
         assert lock is not None
         lock.acquire()
         with pytest.raises(LockTimeoutError):
@@ -102,13 +102,13 @@ def test_a_write_that_cannot_start_leaves_nothing_held(tmp_path: Path, key: byte
         lock.release()
         assert _store_from_another_thread(mem, "b")
 
-        store = mem._store  # noqa: SLF001
+        store = mem._store
 
         def failing_catch_up(*, owner: bool) -> None:
-            del store._catch_up  # noqa: SLF001 - once
+            del store._catch_up  # once
             raise StorageError("the catch-up failed")
 
-        store._catch_up = failing_catch_up  # type: ignore[method-assign]  # noqa: SLF001
+        store._catch_up = failing_catch_up  # type: ignore[method-assign]
         with pytest.raises(StorageError, match="catch-up failed"):
             mem.store("c", "never written")
         other.store("d", "the other handle takes the writer lock")

@@ -84,7 +84,7 @@ def test_a_format_2_store_is_migrated_on_open_and_reads_as_the_old_release_read_
         assert sealed in migrated
 
 
-def Journal_frames(data: bytes, fmt: int) -> list[fr.Frame]:  # noqa: N802 - reads like the class it wraps
+def Journal_frames(data: bytes, fmt: int) -> list[fr.Frame]:  # reads like the class it wraps
     """Decode the bodies of a journal's bytes without any key (MACs are not checked here)."""
     out, offset = [], JOURNAL_HEADER.size
     while offset < len(data):
@@ -134,7 +134,7 @@ def test_new_frames_carry_their_clock_and_the_heads_they_replace(mem: Sovseal) -
     mem.store("b", "y")
     mem.rollback(first)
     mem.store("c", "z")
-    frames = [mem._store.decode(f.body) for f in mem._store._journal.scan(0).frames]  # noqa: SLF001
+    frames = [mem._store.decode(f.body) for f in mem._store._journal.scan(0).frames]
     moving = [f for f in frames if isinstance(f, (fr.RecordFrame, fr.BranchFrame))]
     clocks = [f.hlc for f in moving]
     assert clocks == sorted(clocks) and len(set(clocks)) == len(clocks)
@@ -150,9 +150,9 @@ def test_sealed_entries_are_padded_to_their_padme_bucket(mem: Sovseal) -> None:
 
     for size in (1, 50, 700, 5000):
         mem.store(f"p{size}", "x" * size)
-    frames = [mem._store.decode(f.body) for f in mem._store._journal.scan(0).frames]  # noqa: SLF001
+    frames = [mem._store.decode(f.body) for f in mem._store._journal.scan(0).frames]
     for frame in (f for f in frames if isinstance(f, fr.RecordFrame)):
-        opened = mem._store.open(mem._store._lineage.by_wire[frame.wire_id])  # noqa: SLF001
+        opened = mem._store.open(mem._store._lineage.by_wire[frame.wire_id])
         plain = len(opened.entry.canonical())
         assert len(frame.sealed_entry) - 28 == padme(plain + 1) > plain
     assert make_entry  # the canonical form measured is the one that is sealed
@@ -162,7 +162,7 @@ def _items(tmp_path: Path, key: bytes) -> list:
     with Sovseal(tmp_path / "source", key=key, embedder=fake_embed) as mem:
         mem.store("user.editor", "neovim")
         mem.store("user.shell", "fish")
-        return mem._store.export_all()  # noqa: SLF001
+        return mem._store.export_all()
 
 
 @pytest.mark.parametrize("when", [float("nan"), 1e300, -1e12, 1.0])
@@ -172,9 +172,9 @@ def test_a_server_that_rewrites_a_format_3_time_gets_the_item_refused(tmp_path: 
     forged = [*items[:record], dataclasses.replace(items[record], created_at=when), *items[record + 1 :]]
     with Sovseal(tmp_path / "device", key=key, embedder=fake_embed) as mem:
         with pytest.raises(IntegrityError):
-            mem._store.import_items(forged)  # noqa: SLF001
+            mem._store.import_items(forged)
         assert mem.state() == {}  # nothing of it was stored
-        assert mem._store.import_items(items) == []  # noqa: SLF001 - the honest items still go in
+        assert mem._store.import_items(items) == []  # the honest items still go in
         assert mem.state() == {"user.editor": "neovim", "user.shell": "fish"}
 
 
@@ -183,7 +183,7 @@ def test_a_server_that_moves_a_format_3_time_by_a_microsecond_gets_the_item_refu
     record = next(n for n, i in enumerate(items) if i.kind == "record")
     nudged = dataclasses.replace(items[record], created_at=items[record].created_at + 1e-6)
     with Sovseal(tmp_path / "device", key=key, embedder=fake_embed) as mem, pytest.raises(IntegrityError):
-        mem._store.import_items([*items[:record], nudged])  # noqa: SLF001
+        mem._store.import_items([*items[:record], nudged])
 
 
 @pytest.mark.parametrize("when", [float("nan"), float("inf"), 1e300, -1e12, 0.0, 4e9])
@@ -191,14 +191,14 @@ def test_an_implausible_time_on_a_format_2_item_is_refused_never_stored(tmp_path
     """Format-2 items (what an older device pushed) have no authenticated time: it is range-checked."""
     legacy = Sovseal(_copy("plain", tmp_path), key=KEY, embedder=fake_embed)
     with legacy:
-        items = [i for i in legacy._store.export_all() if i.flags & fr.Flag.LEGACY]  # noqa: SLF001
+        items = [i for i in legacy._store.export_all() if i.flags & fr.Flag.LEGACY]
     assert items
     record = next(n for n, i in enumerate(items) if i.kind == "record")
     forged = [*items[:record], dataclasses.replace(items[record], created_at=when)]
     with Sovseal(tmp_path / "device", key=KEY, embedder=fake_embed) as mem:
         with pytest.raises(IntegrityError, match="not a plausible unix time"):
-            mem._store.import_items(forged)  # noqa: SLF001
-        assert mem._store.import_items(items) == []  # noqa: SLF001
+            mem._store.import_items(forged)
+        assert mem._store.import_items(items) == []
         assert mem.view("main").state() == EXPECTED["plain"]["main"]["state"]
         assert all(e.created_at.year >= 2026 for e in mem.log())
 

@@ -137,7 +137,7 @@ def test_a_device_on_the_old_key_erases_what_it_holds_and_is_told_how_to_move(tm
         _history(a)
         items = a.export_items()
         secret = [i.sealed for i in items if i.kind == "record" and not i.flags & fr.REDACTED]
-        retire = retirement(a._store, "0123456789abcdef")  # noqa: SLF001 - what rotate_key pushes to the old project
+        retire = retirement(a._store, "0123456789abcdef")  # what rotate_key pushes to the old project
     with Sovseal(tmp_path / "b", key=key, embedder=fake_embed) as b:
         b.import_items(items)
         assert b.get("user.city").payload == "Paris"

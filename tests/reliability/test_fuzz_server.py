@@ -365,14 +365,14 @@ class HostileServer:
         outer = self
 
         class Handler(http.server.BaseHTTPRequestHandler):
-            def do_GET(self) -> None:  # noqa: N802 - the stdlib's name
+            def do_GET(self) -> None:  # the stdlib's name
                 self.send_response(200)
                 self.send_header("Content-Type", "application/json")
                 self.send_header("Content-Length", str(len(outer.page)))
                 self.end_headers()
                 self.wfile.write(outer.page)
 
-            do_POST = do_GET  # noqa: N815
+            do_POST = do_GET
 
             def log_message(self, *args: object) -> None:
                 pass

@@ -253,10 +253,10 @@ class HostileServer:
         class Handler(http.server.BaseHTTPRequestHandler):
             protocol_version = "HTTP/1.1"
 
-            def do_GET(self) -> None:  # noqa: N802 - the stdlib's name
+            def do_GET(self) -> None:  # the stdlib's name
                 harness._answer(self)
 
-            do_POST = do_GET  # noqa: N815
+            do_POST = do_GET
 
             def log_message(self, *args: object) -> None:
                 pass

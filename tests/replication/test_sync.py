@@ -38,7 +38,7 @@ def test_a_background_pull_brings_other_devices_writes(tmp_path: Path, key: byte
     finally:
         writer.close()
         reader.close()
-    assert not reader.syncing._thread.is_alive()  # noqa: SLF001 - close stops it
+    assert not reader.syncing._thread.is_alive()  # close stops it
 
 
 def test_sync_interval_comes_from_the_environment_and_needs_replication(tmp_path: Path, key: bytes, server: ServerThread, monkeypatch) -> None:  # type: ignore[no-untyped-def]

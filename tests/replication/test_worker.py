@@ -304,10 +304,10 @@ def test_an_item_refused_with_409_is_kept_for_the_user_and_never_retried_forever
             from sovseal.entries import make_entry, snapshot_id
 
             expected = snapshot_id(make_entry("store", "user.editor", "vim").canonical(), "")  # the first record: no parent
-            target.append(one._store.wire_id(expected).hex())  # noqa: SLF001 - refused from its first push on
+            target.append(one._store.wire_id(expected).hex())  # refused from its first push on
             sid = one.store("user.editor", "vim").snapshot_id
             assert sid == expected
-            twin = [i for i in one._store.outbox(10) if i.kind == "record"]  # noqa: SLF001
+            twin = [i for i in one._store.outbox(10) if i.kind == "record"]
             assert twin[0].id == target[0]
             one.store("user.shell", "fish")
             wait_for(lambda: errors, what="the 409 event")
