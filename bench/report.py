@@ -32,6 +32,7 @@ sys.path.insert(0, str(ROOT / "bench"))
 
 import evaldata  # noqa: E402 (bench/ is not a package)
 import run_all  # noqa: E402
+
 TEMPLATE = Path(__file__).with_name("report_template.md")
 FUSIONS = ["dense", "bm25", "rrf60", "weighted", "ungated", "sovseal"]
 PNG_METADATA = {"Software": None}  # no matplotlib version in the file: regenerating changes only what changed

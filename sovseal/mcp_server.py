@@ -30,8 +30,8 @@ from pydantic import Field
 
 from . import ops
 from .client import EmbedFn, Sovseal
-from .paths import store_dir
 from .errors import InvalidInputError, SovsealError
+from .paths import store_dir
 
 if TYPE_CHECKING:
     from .anonymize import Anonymizer

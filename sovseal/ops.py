@@ -25,7 +25,6 @@ from datetime import datetime
 from pathlib import Path
 from typing import IO, TYPE_CHECKING, Any
 
-from .paths import ENV_HOME, store_dir, store_exists
 from .errors import (
     IntegrityError,
     InvalidInputError,
@@ -34,6 +33,7 @@ from .errors import (
     UnknownSnapshotError,
 )
 from .models import Memory
+from .paths import ENV_HOME, store_dir, store_exists
 
 if TYPE_CHECKING:  # the store, the keychain and the ciphers load when used: `sovseal --help` needs none
     from .client import EmbedFn, Sovseal
@@ -44,10 +44,10 @@ __all__ = [
     "ENV_KEY",
     "AmbiguousSnapshotError",
     "BackupInfo",
-    "RotationResult",
     "GraphNode",
     "MemoryNotFoundError",
     "Progress",
+    "RotationResult",
     "StoreNotFoundError",
     "branch_heads",
     "branch_table",
@@ -255,7 +255,7 @@ def snapshot_graph(mem: Sovseal) -> list[GraphNode]:
                     tuple(sorted(labels.get(entry.snapshot_id, []))),
                 )
     # Topological order, newest first: a snapshot comes after all of its children.
-    children: dict[str, int] = {sid: 0 for sid in nodes}
+    children: dict[str, int] = dict.fromkeys(nodes, 0)
     for node in nodes.values():
         for parent in node.parents:
             if parent in children:

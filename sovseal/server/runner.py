@@ -17,8 +17,8 @@ import time
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from .app import Limits, create_app
 from ..paths import resolve_path
+from .app import Limits, create_app
 from .db import PostgresDatabase, open_database
 from .schema import Role, Roles
 from .storage import Storage

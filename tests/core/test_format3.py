@@ -20,7 +20,7 @@ from sovseal import Sovseal
 from sovseal import frames as fr
 from sovseal.crypto import padme
 from sovseal.errors import IntegrityError, StorageError
-from sovseal.journal import FORMAT, JOURNAL_HEADER, Journal
+from sovseal.journal import FORMAT, JOURNAL_HEADER
 from sovseal.store import LocalStore
 from tests.fakes import fake_embed
 

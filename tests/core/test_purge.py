@@ -21,8 +21,8 @@ import pytest
 from sovseal import Sovseal
 from sovseal import frames as fr
 from sovseal.errors import ErasedError, IntegrityError, InvalidInputError, UnknownPathError
-from sovseal.wire import WireItem
 from sovseal.store import CHECKPOINT
+from sovseal.wire import WireItem
 from tests.erasure_scan import every_file, plaintexts
 from tests.fakes import fake_embed
 
@@ -372,9 +372,8 @@ def test_compaction_refuses_a_damaged_journal_and_changes_nothing(tmp_path: Path
     data = bytearray(journal.read_bytes())
     data[120] ^= 1  # inside the first frames
     journal.write_bytes(bytes(data))
-    with _open(directory, key) as mem:
-        with pytest.raises(Exception, match="damage|authentication"):
-            mem.compact()
+    with _open(directory, key) as mem, pytest.raises(Exception, match="damage|authentication"):
+        mem.compact()
     assert journal.read_bytes() == bytes(data)
 
 

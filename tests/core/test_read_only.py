@@ -6,7 +6,6 @@ the directory changes. Before, get/recall/verify/export failed with a bare OSErr
 from __future__ import annotations
 
 import hashlib
-import os
 import subprocess
 import sys
 import textwrap

@@ -43,7 +43,6 @@ def _llama(path: str, key: bytes) -> Any:
 
 def _langchain(path: str, key: bytes) -> Any:
     from langchain_core.embeddings import DeterministicFakeEmbedding
-
     from langchain_sovseal import SovsealVectorStore
 
     store = SovsealVectorStore(DeterministicFakeEmbedding(size=32), path=path, key=key)

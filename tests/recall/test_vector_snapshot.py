@@ -12,8 +12,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from sovseal import Sovseal
-from sovseal import vector_snapshot
+from sovseal import Sovseal, vector_snapshot
 from sovseal.index import VectorIndex
 from tests.fakes import FAKE_DIM, fake_embed
 

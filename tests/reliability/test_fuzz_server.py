@@ -330,10 +330,9 @@ def test_after_the_fuzzing_the_honest_client_still_gets_everything_back(
         if record["id"] in seeded:
             first.setdefault(record["id"], record)
     assert len(first) == len(seeded) and all(r["sealed"] == seeded[i]["sealed"] for i, r in first.items())
-    with memory_dir(tmp_path) as scratch:
-        with Sovseal(scratch / "honest", key=os.urandom(32), embedder=fake_embed, endpoint="") as mem:
-            history(mem, tag=".honest")
-            honest = [item.to_json() for item in mem.export_items()]
+    with memory_dir(tmp_path) as scratch, Sovseal(scratch / "honest", key=os.urandom(32), embedder=fake_embed, endpoint="") as mem:
+        history(mem, tag=".honest")
+        honest = [item.to_json() for item in mem.export_items()]
     project = "d" * 64
     headers = {**target.headers(project=project), "Authorization": f"Bearer {target.server.storage.create_api_key(project)}"}
     response = target.client.post(PUSH_PATH, content=json.dumps({"records": honest, "after": ""}), headers=headers)

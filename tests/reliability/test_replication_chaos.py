@@ -36,8 +36,13 @@ from sovseal import Sovseal
 from sovseal.crypto import project_blind_id
 from sovseal.server import ServerThread
 from tests.reliability._net import SOAK, RestartableServer, memory_dir, size
-from tests.replication.conftest import FAST, drop_postgres_database, fresh_postgres_database, open_mem
-from tests.replication.conftest import postgres_url  # noqa: F401 - the PostgreSQL fixture, for the soak
+from tests.replication.conftest import (
+    FAST,
+    drop_postgres_database,
+    fresh_postgres_database,
+    open_mem,
+    postgres_url,  # noqa: F401 - the PostgreSQL fixture, for the soak
+)
 from tests.replication.helpers import server_items, snapshot_of
 from tests.replication.proxy import Captured, FaultProxy
 
@@ -178,11 +183,10 @@ def test_chaos_network_and_restarts_end_with_byte_equal_server_and_restore(
         # ...and a second device that restores from it reads the same thing on every branch.
         restore_server = ServerThread(server.database)
         server.stop()
-        with restore_server:
-            with open_mem(scratch / "two", key, restore_server.url, api) as two:
-                assert two.pull().waiting == 0
-                assert two.verify().ok
-                assert snapshot_of(two) == expected
+        with restore_server, open_mem(scratch / "two", key, restore_server.url, api) as two:
+            assert two.pull().waiting == 0
+            assert two.verify().ok
+            assert snapshot_of(two) == expected
     finally:
         stop.set()
         proxy.stop()

@@ -44,8 +44,8 @@ from tests.replication.conftest import (  # noqa: F401 - fixture
     fresh_postgres_database,
     postgres_url,
 )
-from tests.replication.test_server_limits import Served
 from tests.replication.helpers import raw_item
+from tests.replication.test_server_limits import Served
 
 BATCH = 32
 BATCHES = size(40, 400)  # per pusher

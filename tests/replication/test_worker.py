@@ -263,23 +263,22 @@ def _journal_items(path: Path, key: bytes) -> list[WireItem]:
 
 def test_a_401_is_surfaced_and_local_writes_are_unaffected(tmp_path: Path, key: bytes, server: ServerThread) -> None:
     errors: list[ReplicationError] = []
-    with FaultProxy(server.url) as proxy:
-        with open_mem(tmp_path / "one", key, proxy.url, "sov_wrong_key") as one:
-            one.on("replication-error", errors.append)
-            one.store("user.editor", "vim")
-            wait_for(lambda: errors, what="the replication-error event")
-            assert errors[0].status == 401 and not errors[0].retryable and errors[0].ids
-            assert one.status().replication.state == "paused"  # type: ignore[attr-defined]
-            for i in range(5):
-                one.store(f"user.more.{i}", i)  # still works, still local
-            assert one.get("user.more.4").payload == 4  # type: ignore[union-attr]
-            time.sleep(0.5)
-            assert len(proxy.pushes()) == 1  # paused: not retried by itself
-            assert one.status().outbox_records == 7
-            assert one.replication is not None and not one.replication.flush(1)
-            one.replication.retry()  # the user's retry: one more attempt, refused again
-            wait_for(lambda: len(errors) == 2, what="the second event")
-            assert len(proxy.pushes()) == 2
+    with FaultProxy(server.url) as proxy, open_mem(tmp_path / "one", key, proxy.url, "sov_wrong_key") as one:
+        one.on("replication-error", errors.append)
+        one.store("user.editor", "vim")
+        wait_for(lambda: errors, what="the replication-error event")
+        assert errors[0].status == 401 and not errors[0].retryable and errors[0].ids
+        assert one.status().replication.state == "paused"  # type: ignore[attr-defined]
+        for i in range(5):
+            one.store(f"user.more.{i}", i)  # still works, still local
+        assert one.get("user.more.4").payload == 4  # type: ignore[union-attr]
+        time.sleep(0.5)
+        assert len(proxy.pushes()) == 1  # paused: not retried by itself
+        assert one.status().outbox_records == 7
+        assert one.replication is not None and not one.replication.flush(1)
+        one.replication.retry()  # the user's retry: one more attempt, refused again
+        wait_for(lambda: len(errors) == 2, what="the second event")
+        assert len(proxy.pushes()) == 2
     api = server.storage.create_api_key()
     with open_mem(tmp_path / "one", key, server.url, api) as one:  # reopened with a good key: all of it flows
         assert one.replication is not None and one.replication.flush(20)
