@@ -195,28 +195,3 @@ def test_a_store_namespace_written_on_two_devices(devices: Devices) -> None:
     assert store_a.get(ns, "same").value == store_b.get(ns, "same").value == {"editor": "helix"}
     assert seen(store_a) == seen(store_b)
     assert devices.a.conflicts() == devices.b.conflicts() == []
-
-
-
-
-def test_the_heads_come_from_heads_of_when_the_sdk_has_it(devices: Devices, monkeypatch: pytest.MonkeyPatch) -> None:
-    """``Sovseal.heads_of(branch)`` (one branch's heads, newest first) is what the adapters call when the
-    SDK has it; until then they read ``status().heads``. Both give the same answers."""
-    from sovseal import Sovseal
-
-    asked: list[str] = []
-
-    def heads_of(self: Sovseal, branch: str) -> list[str | None]:
-        asked.append(branch)
-        return self.status().heads[branch]
-
-    monkeypatch.setattr(Sovseal, "heads_of", heads_of, raising=False)
-    saver_a, saver_b = SovsealSaver(devices.a), SovsealSaver(devices.b)
-    config = _thread("sdk")
-    _put(saver_a, config, 0, "a")
-    _put(saver_b, config, 0, "b")
-    SovsealStore(devices.a).put(("n",), "k", {"v": 1})
-    devices.sync()
-    assert _listed(saver_a, config) == _listed(saver_b, config) and len(_ids(saver_a, config)) == 2
-    assert SovsealStore(devices.b).get(("n",), "k").value == {"v": 1}
-    assert live_branch("sdk") in asked and "main" in asked

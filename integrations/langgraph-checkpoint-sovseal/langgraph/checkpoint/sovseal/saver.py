@@ -1,33 +1,25 @@
 """``SovsealSaver`` and ``AsyncSovsealSaver``: LangGraph checkpoints as sealed sovseal records.
 
-The mapping (docs/integrations/langgraph.md has the long form):
+The mapping (docs/integrations/langgraph.md has the long form; paths and branch names in _layout.py):
 
 - A **thread is a sovseal branch**, ``langgraph:thread:<thread id>``: its checkpoints, in every
-  namespace, are records appended to it. A checkpoint's lineage parent is its LangGraph parent's
-  record when that record is the branch's HEAD (the usual case in the root graph); when a subgraph
-  namespace interleaved, it is the HEAD, which has the parent as an ancestor. Either way each
-  checkpoint's snapshot id commits to all of the thread's history before it.
+  namespace, are records appended to it, so each checkpoint's snapshot id commits to all of the
+  thread's history before it. **Pending writes** go to a companion branch ``...:writes``, one
+  record per (checkpoint, task), so they never split the checkpoint chain.
 - **Time travel is a sovseal fork.** A checkpoint whose parent is not the newest of its namespace
-  (replay from the past, ``update_state`` on the past, ``__copy__``, :meth:`rollback`) is stored
-  with ``parent=`` that parent's snapshot: the lineage forks exactly where LangGraph's tree does.
-  The abandoned future stays readable on an archive branch ``...:fork:<n>`` (a branch is the only
-  way the SDK shows records that are not on a HEAD's chain). Nothing is deleted.
-- **Pending writes** go to a companion branch ``...:writes``, one record per (checkpoint, task),
-  so they never split the checkpoint chain.
-- **Deletion is append-only**: ``delete_thread`` moves the thread's branches back to the anchor (an
-  empty snapshot) with ``rollback``; ``delete_for_runs`` appends tombstones; ``prune`` re-roots the
-  thread on the records it keeps. The old records stay sealed in the lineage.
+  is stored with ``parent=`` that parent's snapshot; the abandoned future stays readable on an
+  archive branch ``...:fork:<n>`` (a branch is the only way to show records off a HEAD's chain).
+- ``delete_thread`` deletes the thread's branches and purges what nothing reaches any more;
+  ``delete_for_runs`` appends tombstones; ``prune`` re-roots the thread on what it keeps.
 
-The saver keeps an in-memory index (paths and snapshot ids) built from ``log()`` the first time
-a thread is touched, and checks the branches' heads before every read; a write passes every head
-its index knows to the store, which checks them as it appends (``store(if_heads={branch: [heads]})``),
-so records written by another process, or
-pulled from another device, are picked up. A thread written on two devices has, after a sync, two
-heads on its branches: the index holds what both hold, the latest checkpoint is the greatest id as
-always, and the next checkpoint stored goes on both heads (docs/integrations/langgraph.md, "On two
-devices"). It also keeps the
-payloads it opened or sealed (``_Opened``), and rechecks each one's frame on disk whenever it
-returns it.
+The saver keeps an index of each thread it touched (which paths each branch shows, at which
+snapshot), loaded from ``log()`` and checked against the branches' heads (``heads_of``) before
+every read, so records written by another process, or pulled from another device, are picked up.
+A write passes every head its index knows as ``if_heads``, so the store checks them as it appends
+instead of the saver reading them first. After a sync a branch can have several heads (two devices
+wrote the thread): the index holds what all of them hold and the next checkpoint goes on all of
+them. The payloads the saver opened or sealed are kept (``_Opened``), and their frames rechecked on
+disk (``Sovseal.recheck``) whenever they are returned again.
 """
 
 from __future__ import annotations
@@ -36,12 +28,13 @@ import asyncio
 import bisect
 import os
 import random
+import threading
 import time
 from collections import OrderedDict
 from collections.abc import AsyncIterator, Callable, Iterator, Sequence
 from contextlib import asynccontextmanager, contextmanager
 from dataclasses import dataclass, field
-from typing import Any, TypeVar
+from typing import Any, Self, TypeVar
 
 from langchain_core.runnables import RunnableConfig
 from langgraph.checkpoint.base import (
@@ -54,25 +47,15 @@ from langgraph.checkpoint.base import (
     SerializerProtocol,
     create_checkpoint,
     get_checkpoint_id,
+    get_serializable_checkpoint_metadata,
+    writes_sort_key,
 )
+from langgraph.checkpoint.serde.types import _DeltaSnapshot
 
 from sovseal import Sovseal
-from sovseal.errors import (
-    HeadMovedError,
-    IntegrityError,
-    InvalidInputError,
-    UnknownBranchError,
-)
+from sovseal.errors import HeadMovedError, IntegrityError, InvalidInputError, UnknownBranchError
 
-from ._common import (
-    ANCHOR_BRANCH,
-    RECORD_BLOB_CHARS,
-    branch_heads,
-    decode_blob,
-    ensure_anchor,
-    handle_lock,
-    no_embedding,
-)
+from ._common import RECORD_BLOB_CHARS, decode_blob, no_embedding
 from ._layout import (
     FORMAT,
     FORMATS,
@@ -94,36 +77,12 @@ from ._layout import (
     writes_path,
 )
 
-try:  # langgraph-checkpoint >= 2.0.?: metadata without the legacy "writes" key
-    from langgraph.checkpoint.base import (
-        get_serializable_checkpoint_metadata as _metadata_for,
-    )
-except ImportError:  # pragma: no cover - older langgraph-checkpoint
-    from langgraph.checkpoint.base import get_checkpoint_metadata as _metadata_for
-
-try:  # langgraph-checkpoint >= 4.?: DeltaChannel's snapshot blob
-    from langgraph.checkpoint.serde.types import _DeltaSnapshot
-except ImportError:  # pragma: no cover - no DeltaChannel before it
-
-    class _DeltaSnapshot:  # type: ignore[no-redef]
-        pass
-
-
-try:
-    from langgraph.checkpoint.base import writes_sort_key
-except ImportError:  # pragma: no cover - langgraph-checkpoint < 4.3
-
-    def writes_sort_key(task_path: str, task_id: str = "", idx: int = 0) -> tuple[str, str, int]:
-        return (task_path, task_id, idx)
-
-
 __all__ = ["AsyncSovsealSaver", "SovsealSaver", "ThreadVerification"]
 
 _T = TypeVar("_T")
-#: Checkpoints decoded per worker-thread hop when ``alist`` streams.
-_LIST_BATCH = 16
-#: Opened record payloads kept in memory, so re-reading a checkpoint does not decrypt it again.
-_OPENED_CACHE = 512
+_LIST_BATCH = 16  # checkpoints decoded per batch (one recheck call; one worker-thread hop in alist)
+_OPENED_CACHE = 512  # opened record payloads kept, so re-reading a checkpoint does not decrypt it again
+_Packed = tuple[dict[str, dict[str, Any]], list[tuple[str, dict[str, Any]]]]  # what pack_blobs returns
 
 
 @dataclass(frozen=True, slots=True)
@@ -141,12 +100,9 @@ class ThreadVerification:
 
 @dataclass(slots=True)
 class _Opened:
-    """A record as this process opened (or sealed) it, and what reads need once it was checked.
-
-    ``blobs`` and ``writes`` are set by the first read that checks the payload against its path:
-    the inline blobs decoded (name -> typed bytes) and, for a writes record, its (idx, channel)
-    pairs. Blobs stored in part records are not kept here: every read reads (and rechecks) them.
-    """
+    """A record as this process opened or sealed it. The first read that checks the payload against
+    its path sets ``blobs`` (the inline blobs decoded) and, for a writes record, ``writes``
+    ((idx, channel) pairs). Blobs in part records are read (and rechecked) on every read."""
 
     payload: Any
     blobs: dict[str, tuple[str, bytes]] | None = None
@@ -155,23 +111,20 @@ class _Opened:
 
 @dataclass(slots=True)
 class _Ref:
-    """Where a visible record can be read: its snapshot id and a branch whose HEAD shows it."""
+    """Where a visible record is read: its snapshot id and a branch whose HEAD shows it."""
 
     sid: str
     branch: str
-    created: float
 
 
-class _Family:
+class _Thread:
     """The index of one thread: its branches, what each shows, and what the thread holds."""
 
     def __init__(self, thread_id: str) -> None:
         self.thread_id = thread_id
         self.live = live_branch(thread_id)
         self.writes = writes_branch(thread_id)
-        self.heads: dict[str, str | None] = {}  # branches that exist -> their HEAD as last seen
-        # branches a pull left with several heads -> the heads other than HEAD (older), as last seen
-        self.others: dict[str, tuple[str | None, ...]] = {}
+        self.heads: dict[str, tuple[str | None, ...]] = {}  # branch -> every head as last seen, newest first
         self.views: dict[str, dict[str, tuple[str, float]]] = {}  # branch -> path -> (sid, created)
         self.merged: dict[str, _Ref] = {}  # path -> where to read it
         self.checkpoints: dict[str, dict[str, str]] = {}  # ns -> checkpoint id -> path
@@ -181,17 +134,11 @@ class _Family:
         self.metadata: dict[str, tuple[dict[str, Any], tuple[str, bytes]]] = {}
 
     def tips(self, branch: str) -> tuple[str | None, ...]:
-        """Every head of ``branch`` as last seen, newest first (HEAD, then the others)."""
-        return (self.heads.get(branch), *self.others.get(branch, ()))
-
-    def set_head(self, branch: str, head: str | None) -> None:
-        """``branch`` has this one head (after a write of ours, which goes on every head, or a move)."""
-        self.heads[branch] = head
-        self.others.pop(branch, None)
+        return self.heads.get(branch, (None,))
 
     def archives(self) -> list[str]:
-        found = [(parse_branch(b), b) for b in self.heads]
-        return [b for p, b in sorted((p, b) for p, b in found if p and p[1] == "archive")]
+        found = [(p, b) for b in self.heads if (p := parse_branch(b)) and p[1] == "archive"]
+        return [b for _, b in sorted(found)]
 
     def has_checkpoints(self) -> bool:
         return any(self.checkpoints.values())
@@ -207,37 +154,30 @@ class _Family:
         ids = self.ordered(ns)
         return ids[-1] if ids else None
 
-    def _rank(self, branch: str, created: float) -> tuple[float, int]:
-        return (-created, 0 if branch == self.live else 1 if branch == self.writes else 2)
-
     def remerge(self, path: str, parsed: Parsed | None = None) -> None:
-        """Recompute where ``path`` is read from: the newest version any branch shows.
-
-        Two branches show different versions of one path only after a checkpoint was stored again
-        (same id) and the thread then forked from before that: the newer write wins. ``parsed``:
-        what the path names, if the caller has it.
-        """
-        best: tuple[str, tuple[str, float]] | None = None
+        """Recompute where ``path`` is read from: the newest version any branch shows (two branches
+        differ only after a checkpoint was stored again and the thread then forked from before it).
+        Ties go to the live branch, then the writes branch."""
+        best: tuple[float, int, str, str] | None = None
         for branch, view in self.views.items():
-            found = view.get(path)
-            if found is not None and (best is None or self._rank(branch, found[1]) < self._rank(best[0], best[1][1])):
-                best = (branch, found)
-        if parsed is None:
-            parsed = parse_path(path)
+            if (found := view.get(path)) is not None:
+                key = (-found[1], 0 if branch == self.live else 1 if branch == self.writes else 2, branch, found[0])
+                if best is None or key[:2] < best[:2]:
+                    best = key
         if best is None:
             self.merged.pop(path, None)
         else:
-            self.merged[path] = _Ref(best[1][0], best[0], best[1][1])
+            self.merged[path] = _Ref(best[3], best[2])
+        parsed = parsed or parse_path(path)
         if parsed is None or parsed.kind == "part":
             return
         if parsed.kind == "checkpoint":
-            index = self.checkpoints.setdefault(parsed.ns, {})
-            key = parsed.checkpoint_id
+            index, key = self.checkpoints.setdefault(parsed.ns, {}), parsed.checkpoint_id
         else:
-            index = self.task_writes.setdefault((parsed.ns, parsed.checkpoint_id), {})
-            key = parsed.task_id or ""
+            index, key = self.task_writes.setdefault((parsed.ns, parsed.checkpoint_id), {}), parsed.task_id or ""
         if best is not None:
-            if parsed.kind == "checkpoint" and key not in index and (ordered := self._sorted.get(parsed.ns)) is not None:
+            ordered = self._sorted.get(parsed.ns)
+            if parsed.kind == "checkpoint" and key not in index and ordered is not None:
                 if not ordered or key > ordered[-1]:
                     ordered.append(key)  # the usual case: a new checkpoint is the newest
                 else:
@@ -249,57 +189,41 @@ class _Family:
                 self._sorted.pop(parsed.ns, None)
 
     def derive(self) -> None:
+        """Rebuild everything from ``views``."""
         self.merged.clear()
         self.checkpoints.clear()
         self._sorted.clear()
         self.task_writes.clear()
         for path in {p for view in self.views.values() for p in view}:
             self.remerge(path)
-        for ns in [ns for ns, ids in self.checkpoints.items() if not ids]:
-            del self.checkpoints[ns]
+        self.checkpoints = {ns: ids for ns, ids in self.checkpoints.items() if ids}
 
     def show(self, branch: str, path: str, sid: str, parsed: Parsed | None = None) -> None:
         self.views.setdefault(branch, {})[path] = (sid, time.time())
         self.remerge(path, parsed)
 
-    def hide(self, branch: str, path: str) -> None:
-        self.views.get(branch, {}).pop(path, None)
-        self.remerge(path)
-
 
 class _State:
     """What every copy of a saver shares (``with_allowlist`` makes shallow copies)."""
 
-    def __init__(self, handle: Sovseal, owned: bool) -> None:
+    def __init__(self, handle: Sovseal) -> None:
         self.handle = handle
-        self.owned = owned
-        self.lock = handle_lock(handle)
-        with self.lock:
-            self.anchor = ensure_anchor(handle)
-            self.names: set[str] = set(handle.branches())
-        self.families: dict[str, _Family] = {}
-        # Records already opened and verified, or sealed by this saver, by snapshot id (records never
-        # change, and a payload is never mutated once cached): process memory only.
+        self.owned = False
+        self.lock = threading.RLock()
+        self.names: set[str] = set(handle.branches())
+        self.threads: dict[str, _Thread] = {}
+        # Records opened and verified, or sealed, by snapshot id (records never change; a cached
+        # payload is never mutated), least recently used first.
         self.opened: OrderedDict[str, _Opened] = OrderedDict()
-        # A view of the handle per branch (``Sovseal.view``): reads and writes on a thread's branches
-        # without switching the handle's own branch back and forth.
-        self.branch_views: dict[str, Sovseal] = {}
-        # While a listing decodes a batch (under ``lock``): the snapshot ids of remembered records
-        # it returns, rechecked together in one ``Sovseal.recheck`` call before any is handed out.
+        self.views: dict[str, Sovseal] = {}  # branch -> a view of the handle on it
+        # While a batch decodes: the remembered records it returns, rechecked in one call at the end.
         self.deferred_rechecks: list[str] | None = None
 
-    def branch_view(self, branch: str) -> Sovseal:
-        found = self.branch_views.get(branch)
-        if found is None:
-            found = self.branch_views[branch] = self.handle.view(branch)
-        return found
-
     def remember(self, sid: str, record: _Opened) -> None:
-        """Keep an opened (or just sealed) record, evicting the least recently used."""
         opened = self.opened
         if sid in opened:
             opened.move_to_end(sid)
-        opened[sid] = record  # a new key goes to the end
+        opened[sid] = record
         if len(opened) > _OPENED_CACHE:
             opened.popitem(last=False)
 
@@ -320,8 +244,7 @@ def _names_its_path(payload: Any, path: str, kind: str) -> bool:
 
 
 def _thread_of(config: RunnableConfig) -> str:
-    conf = config.get("configurable") or {}
-    thread_id = conf.get("thread_id")
+    thread_id = (config.get("configurable") or {}).get("thread_id")
     if thread_id is None or thread_id == "":
         raise ValueError('the config needs a thread id: {"configurable": {"thread_id": ...}}')
     return str(thread_id)
@@ -331,19 +254,23 @@ def _ns_of(config: RunnableConfig) -> str:
     return str((config.get("configurable") or {}).get("checkpoint_ns") or "")
 
 
+def _config(thread_id: str, ns: str, checkpoint_id: str) -> RunnableConfig:
+    return {"configurable": {"thread_id": thread_id, "checkpoint_ns": ns, "checkpoint_id": checkpoint_id}}
+
+
 class _SovsealSaverBase(BaseCheckpointSaver[str]):
     """The saver's logic; the two public classes differ in how they open and in their sync guard."""
 
     def __init__(self, sovseal: Sovseal, *, serde: SerializerProtocol | None = None) -> None:
         super().__init__(serde=serde)
-        handle = getattr(sovseal, "sync", sovseal)  # an AsyncSovseal that exposes its sync handle
+        handle = getattr(sovseal, "sync", sovseal)  # an AsyncSovseal exposes its sync handle
         if not isinstance(handle, Sovseal):
             raise TypeError(f"{type(self).__name__} needs a sovseal.Sovseal handle, got {type(sovseal).__name__}")
-        self._s = _State(handle, owned=False)
+        self._s = _State(handle)
 
     @property
     def sovseal(self) -> Sovseal:
-        """The handle the saver writes through (share it with ``SovsealStore`` to use one lock)."""
+        """The handle the saver writes through."""
         return self._s.handle
 
     def close(self) -> None:
@@ -351,7 +278,21 @@ class _SovsealSaverBase(BaseCheckpointSaver[str]):
         if self._s.owned:
             self._s.handle.close()
 
-    # -- the index ---------------------------------------------------------------------------------
+    # -- the index (every method below holds self._s.lock) -----------------------------------------
+
+    def _view(self, branch: str) -> Sovseal:
+        """A view of the handle on ``branch`` (UnknownBranchError if there is none)."""
+        found = self._s.views.get(branch)
+        if found is None:
+            found = self._s.views[branch] = self._s.handle.view(branch)
+        return found
+
+    def _heads(self, branch: str) -> tuple[str | None, ...]:
+        """Every head of ``branch``, newest first; () for a branch that does not exist (any more)."""
+        try:
+            return tuple(self._s.handle.heads_of(branch))
+        except UnknownBranchError:
+            return ()
 
     def _names(self, *, refresh: bool = False) -> set[str]:
         if refresh:
@@ -359,161 +300,144 @@ class _SovsealSaverBase(BaseCheckpointSaver[str]):
         return self._s.names
 
     def _exists(self, branch: str) -> bool:
-        """Whether ``branch`` exists now, asked of the store by name: listing every branch of a store
-        with many threads costs a name per thread (the answer joins the cached names)."""
+        """Asked of the store by name: listing every branch costs a name per thread."""
         if branch in self._s.names:
             return True
-        try:
-            self._s.branch_view(branch)
-        except UnknownBranchError:
+        if not self._heads(branch):
             return False
         self._s.names.add(branch)
         return True
 
-    def _load_branch(self, fam: _Family, branch: str) -> None:
+    def _create(self, branch: str, at: str | None = None) -> None:
+        self._s.handle.create_branch(branch, at)
+        self._s.names.add(branch)
+
+    def _load(self, t: _Thread, branch: str) -> None:
         """Fold ``log()`` of a branch into the paths it shows (opens and re-derives every record).
 
-        With several heads (a pull brought another device's writes) ``log()`` walks them all,
-        newest first by the store's (clock, id) order, so the first mention of a path is the write
-        the branch's merged state shows, on every device alike. The heads are read first: if
-        another writer moves the branch meanwhile, the next check sees it and loads again.
+        With several heads ``log()`` walks them all, newest first by the store's (clock, id) order,
+        so the first mention of a path is the write the branch's merged state shows, on every device
+        alike. The heads are read first: if another writer moves the branch meanwhile, the next check
+        sees it. A branch that no longer exists leaves the index.
         """
-        h = self._s.handle
-        status = h.status()
-        if status.damage:  # a frame that failed authentication may hide records: refuse rather than read less
-            raise IntegrityError(f"the store has damaged records ({'; '.join(status.damage[:3])}); run `sovseal verify`")
-        tips = branch_heads(h, [branch], status=status)[branch]
-        entries = self._s.branch_view(branch).log()
+        damage = self._s.handle.status().damage
+        if damage:  # a frame that failed authentication may hide records: refuse rather than read less
+            raise IntegrityError(f"the store has damaged records ({'; '.join(damage[:3])}); run `sovseal verify`")
+        heads = self._heads(branch)
+        try:
+            entries = self._view(branch).log() if heads else None
+        except UnknownBranchError:
+            entries = None
+        if entries is None:
+            t.heads.pop(branch, None)
+            t.views.pop(branch, None)
+            self._s.names.discard(branch)
+            return
         view: dict[str, tuple[str, float]] = {}
         seen: set[str] = set()
-        for entry in entries:  # newest first: the first mention of a path decides
-            if entry.path in seen:
-                continue
-            seen.add(entry.path)
-            if entry.op == "store" and parse_path(entry.path) is not None:
-                view[entry.path] = (entry.snapshot_id, entry.created_at.timestamp())
-        fam.set_head(branch, tips[0] if tips else (entries[0].snapshot_id if entries else None))
-        if len(tips) > 1:
-            fam.others[branch] = tips[1:]
-        fam.views[branch] = view
+        for entry in entries:
+            if entry.path not in seen:
+                seen.add(entry.path)
+                if entry.op == "store" and parse_path(entry.path) is not None:
+                    view[entry.path] = (entry.snapshot_id, entry.created_at.timestamp())
+        t.heads[branch], t.views[branch] = heads, view
 
-    def _moved(self, fam: _Family, *branches: str) -> list[str]:
-        """The branches whose heads are no longer the ones the index knows (all of them, not only HEAD:
-        a pull can add a head older than HEAD)."""
-        now = branch_heads(self._s.handle, branches)
-        return [b for b in branches if now[b] != fam.tips(b)]
-
-    def _refresh(self, fam: _Family, only: str | None = None) -> None:
+    def _refresh(self, t: _Thread, only: str | None = None) -> None:
         """Reload the branches another handle (or a pull) moved since we last looked.
 
-        ``only`` names the one branch an operation depends on (a put reads only the live branch's
-        index, a put_writes only the writes branch's): just its heads are checked, and only if they
-        moved are the others. Reads check every branch of the thread.
+        ``only`` names the one branch an operation depends on (put: the live branch, put_writes: the
+        writes branch): only its heads are checked, and the others only if it moved. The writes
+        branch is looked for by name (another handle may have created it without moving the live
+        branch); archives appear only with a fork, which moves the live branch.
         """
-        if only is not None and only in fam.heads and not self._moved(fam, only):
+        if only is not None and only in t.heads and self._heads(only) == t.heads[only]:
             return
-        if only in (None, fam.writes) and fam.writes not in fam.heads:
-            self._discover_writes(fam)
-        moved = self._moved(fam, *fam.heads)
+        if only in (None, t.writes) and t.writes not in t.heads and self._exists(t.writes):
+            self._load(t, t.writes)
+            t.derive()
+        moved = [b for b in list(t.heads) if self._heads(b) != t.heads[b]]
         if not moved:
             return
         for branch in moved:
-            self._load_branch(fam, branch)
+            self._load(t, branch)
         for name in self._names(refresh=True):
-            parsed = parse_branch(name)
-            if parsed and parsed[0] == fam.thread_id and name not in fam.heads:
-                self._load_branch(fam, name)
-        fam.metadata.clear()
-        fam.derive()
+            if (p := parse_branch(name)) and p[0] == t.thread_id and name not in t.heads:
+                self._load(t, name)
+        t.metadata.clear()
+        t.derive()
 
-    def _discover_writes(self, fam: _Family) -> None:
-        """Load the thread's writes branch if another handle created it since the thread was loaded.
-
-        It is the one branch of a thread that appears without the live branch moving (archives
-        appear only with a fork, which moves it), so it is looked for by name, not by listing
-        every branch of the store.
-        """
-        if not self._exists(fam.writes):
-            return
-        self._load_branch(fam, fam.writes)
-        fam.derive()
-
-    def _family(self, thread_id: str, *, create: bool = False, only: str | None = None) -> _Family | None:
-        """The thread's index, fresh (``only``: see _refresh); None for a thread that never existed (unless ``create``)."""
+    def _thread(self, thread_id: str, *, create: bool = False, only: str | None = None) -> _Thread | None:
+        """The thread's index, fresh (``only``: see _refresh); None for a thread with no branch (unless ``create``)."""
         s = self._s
-        fam = s.families.get(thread_id)
-        if fam is not None:
-            self._refresh(fam, only)
-            return fam
-        live = live_branch(thread_id)
+        t = s.threads.get(thread_id)
+        if t is not None:
+            self._refresh(t, only)
+            if t.live in t.heads:
+                return t
+            del s.threads[thread_id]  # another handle deleted it
+        t = _Thread(thread_id)
         names = self._names()
-        if live not in names and self._exists(live):  # another handle created the thread: find all its branches
+        if t.live not in names and self._exists(t.live):  # another handle created it: find all its branches
             names = self._names(refresh=True)
-        fam = _Family(thread_id)
-        if live not in names:
+        if t.live in names:
+            for name in names:
+                if (p := parse_branch(name)) and p[0] == thread_id:
+                    self._load(t, name)
+            if t.writes not in t.heads and self._exists(t.writes):  # the cached names may predate it
+                self._load(t, t.writes)
+        if t.live not in t.heads:
             if not create:
                 return None
-            try:
-                self._create_branch(live, s.anchor)
-            except InvalidInputError:  # another process created the thread just now
-                names = self._names(refresh=True)
-                if live not in names:
-                    raise
-            else:
-                fam.heads[live], fam.views[live] = s.anchor, {}
-                s.families[thread_id] = fam
-                return fam
-        for name in names:
-            parsed = parse_branch(name)
-            if parsed and parsed[0] == thread_id:
-                self._load_branch(fam, name)
-        fam.derive()
-        if fam.writes not in fam.heads:  # the cached names may predate it
-            self._discover_writes(fam)
-        s.families[thread_id] = fam
-        return fam
+            self._ensure(t, t.live)
+        t.derive()
+        s.threads[thread_id] = t
+        return t
 
-    def _create_branch(self, name: str, at: str) -> None:
-        self._s.handle.view(ANCHOR_BRANCH).fork(at, branch=name)  # a throwaway view moves to the new branch
-        self._s.names.add(name)
+    def _ensure(self, t: _Thread, branch: str) -> None:
+        """Create ``branch`` empty, or load it if another process created it just now."""
+        try:
+            self._create(branch)
+        except InvalidInputError:
+            self._load(t, branch)
+            if branch not in t.heads:
+                raise
+            t.derive()
+        else:
+            t.heads[branch], t.views[branch] = (None,), {}
 
     def _thread_ids(self) -> list[str]:
-        out = {p[0] for name in self._names(refresh=True) if (p := parse_branch(name)) and p[1] == "live"}
-        return sorted(out)
+        return sorted({p[0] for name in self._names(refresh=True) if (p := parse_branch(name)) and p[1] == "live"})
 
     # -- reading records -----------------------------------------------------------------------------
 
-    def _open(self, fam: _Family, path: str) -> _Opened:
+    def _open(self, t: _Thread, path: str) -> _Opened:
         """A visible record, opened and verified by the SDK (callers must not mutate its payload).
 
-        A record this process opened or sealed before is kept by snapshot id; reading it again
-        still calls ``Sovseal.recheck``, which re-reads the record's frame and checks its MAC, so
-        bytes altered on disk under a running process raise IntegrityError here as they would
-        without the cache.
+        A record opened or sealed before is taken from memory, and its frame on disk rechecked
+        (``Sovseal.recheck``, now or with the batch), so bytes altered under a running process
+        still raise IntegrityError.
         """
-        ref = fam.merged.get(path)
+        ref = t.merged.get(path)
         if ref is None:
-            raise IntegrityError(f"{path} is named by a record of thread {fam.thread_id!r} but is not visible; run verify()")
-        record = self._s.opened.get(ref.sid)
+            raise IntegrityError(f"{path} is named by a record of thread {t.thread_id!r} but is not visible; run verify()")
+        s = self._s
+        record = s.opened.get(ref.sid)
         if record is None:
-            memory = self._s.branch_view(ref.branch).get(path)
+            memory = self._view(ref.branch).get(path)
             if memory is None or memory.snapshot_id != ref.sid:
                 raise IntegrityError(
                     f"{path} on branch {ref.branch!r} is not the record the thread's index holds "
                     "(written by another process mid-operation, or the store was changed): retry, or run verify()"
                 )
             record = _Opened(memory.payload)
-        elif self._s.deferred_rechecks is not None:
-            self._s.deferred_rechecks.append(ref.sid)  # a listing rechecks its whole batch at once
+        elif s.deferred_rechecks is not None:
+            s.deferred_rechecks.append(ref.sid)
         else:
-            self._s.handle.recheck(ref.sid)  # the bytes on disk are still the ones opened or sealed
-        self._s.remember(ref.sid, record)
+            s.handle.recheck(ref.sid)
+        s.remember(ref.sid, record)
         return record
 
-    def _read(self, fam: _Family, path: str) -> Any:
-        return self._open(fam, path).payload
-
-    def _blob(self, fam: _Family, record_path: str, name: str, descriptor: Any, record: _Opened | None = None) -> tuple[str, bytes]:
+    def _blob(self, t: _Thread, record_path: str, name: str, descriptor: Any, record: _Opened | None = None) -> tuple[str, bytes]:
         """A blob's typed bytes: decoded once for an inline blob of a checked record, else from its parts."""
         if record is not None and record.blobs is not None and (found := record.blobs.get(name)) is not None:
             return found
@@ -522,7 +446,7 @@ class _SovsealSaverBase(BaseCheckpointSaver[str]):
         if inline:
             return type_, decode_blob(descriptor, where)
         n = descriptor["n"]
-        chunks = [check_part(self._read(fam, part_path(record_path, name, i)), record_path, name, i, n) for i in range(n)]
+        chunks = [check_part(self._open(t, part_path(record_path, name, i)).payload, record_path, name, i, n) for i in range(n)]
         return type_, join_parts(descriptor, chunks, where)
 
     @staticmethod
@@ -530,93 +454,105 @@ class _SovsealSaverBase(BaseCheckpointSaver[str]):
         """The inline blobs of a record, decoded (every descriptor is checked)."""
         out: dict[str, tuple[str, bytes]] = {}
         for name, descriptor in descriptors.items():
-            where = f"{name!r} of {path}"
-            type_, inline = typed(descriptor, where)
+            type_, inline = typed(descriptor, f"{name!r} of {path}")
             if inline:
-                out[name] = (type_, decode_blob(descriptor, where))
+                out[name] = (type_, decode_blob(descriptor, f"{name!r} of {path}"))
         return out
 
-    def _checkpoint_record(self, fam: _Family, path: str) -> _Opened:
-        record = self._open(fam, path)
-        if record.blobs is not None:
-            return record  # checked by an earlier read
-        payload = record.payload
-        if not _names_its_path(payload, path, "checkpoint") or not isinstance(payload.get("blobs"), dict):
-            raise IntegrityError(f"the checkpoint record {path} does not match its path; run verify()")
-        record.blobs = self._inline(payload["blobs"], path)
+    def _checkpoint_record(self, t: _Thread, path: str) -> _Opened:
+        record = self._open(t, path)
+        if record.blobs is None:  # not checked by an earlier read
+            payload = record.payload
+            if not _names_its_path(payload, path, "checkpoint") or not isinstance(payload.get("blobs"), dict):
+                raise IntegrityError(f"the checkpoint record {path} does not match its path; run verify()")
+            record.blobs = self._inline(payload["blobs"], path)
         return record
 
-    def _writes_record(self, fam: _Family, path: str) -> _Opened:
-        record = self._open(fam, path)
-        if record.writes is not None:
-            return record  # checked by an earlier read
-        payload = record.payload
-        if not _names_its_path(payload, path, "writes") or not isinstance(payload.get("writes"), list):
-            raise IntegrityError(f"the writes record {path} does not match its path; run verify()")
-        for entry in payload["writes"]:
-            if not isinstance(entry, dict) or not isinstance(entry.get("idx"), int) or not isinstance(entry.get("channel"), str):
-                raise IntegrityError(f"a write in {path} is malformed; run verify()")
-        record.blobs = self._inline({f"w{e['idx']}": e.get("blob") for e in payload["writes"]}, path)
-        record.writes = [(e["idx"], e["channel"]) for e in payload["writes"]]
+    def _writes_record(self, t: _Thread, path: str) -> _Opened:
+        record = self._open(t, path)
+        if record.writes is None:  # not checked by an earlier read
+            payload = record.payload
+            if not _names_its_path(payload, path, "writes") or not isinstance(payload.get("writes"), list):
+                raise IntegrityError(f"the writes record {path} does not match its path; run verify()")
+            for e in payload["writes"]:
+                if not isinstance(e, dict) or not isinstance(e.get("idx"), int) or not isinstance(e.get("channel"), str):
+                    raise IntegrityError(f"a write in {path} is malformed; run verify()")
+            record.blobs = self._inline({f"w{e['idx']}": e.get("blob") for e in payload["writes"]}, path)
+            record.writes = [(e["idx"], e["channel"]) for e in payload["writes"]]
         return record
 
-    def _metadata(self, fam: _Family, path: str, record: _Opened | None = None) -> tuple[dict[str, Any], tuple[str, bytes]]:
+    def _metadata(self, t: _Thread, path: str, record: _Opened | None = None) -> tuple[dict[str, Any], tuple[str, bytes]]:
         """The checkpoint's metadata (shared: read it, never change it) and its typed bytes."""
-        sid = fam.merged[path].sid
-        cached = fam.metadata.get(sid)
+        sid = t.merged[path].sid
+        cached = t.metadata.get(sid)
         if cached is None:
-            if record is None:
-                record = self._checkpoint_record(fam, path)
-            typed_ = self._blob(fam, path, "metadata", record.payload["blobs"].get("metadata"), record)
+            record = record or self._checkpoint_record(t, path)
+            typed_ = self._blob(t, path, "metadata", record.payload["blobs"].get("metadata"), record)
             decoded = self.serde.loads_typed(typed_)
             if not isinstance(decoded, dict):
                 raise IntegrityError(f"the metadata of {path} is not a mapping; run verify()")
-            cached = fam.metadata[sid] = (decoded, typed_)
+            cached = t.metadata[sid] = (decoded, typed_)
         return cached
 
-    def _pending_writes(self, fam: _Family, ns: str, checkpoint_id: str) -> list[tuple[str, str, Any]]:
+    def _pending_writes(self, t: _Thread, ns: str, checkpoint_id: str) -> list[tuple[str, str, Any]]:
         keyed: list[tuple[tuple[str, str, int], tuple[str, str, Any]]] = []
-        for task_id, path in fam.task_writes.get((ns, checkpoint_id), {}).items():
-            record = self._writes_record(fam, path)
-            payload = record.payload
-            task_path = payload.get("task_path") or ""
-            for entry, (idx, channel) in zip(payload["writes"], record.writes or (), strict=True):
-                value = self.serde.loads_typed(self._blob(fam, path, f"w{idx}", entry.get("blob"), record))
+        for task_id, path in t.task_writes.get((ns, checkpoint_id), {}).items():
+            record = self._writes_record(t, path)
+            task_path = record.payload.get("task_path") or ""
+            for entry, (idx, channel) in zip(record.payload["writes"], record.writes or (), strict=True):
+                value = self.serde.loads_typed(self._blob(t, path, f"w{idx}", entry.get("blob"), record))
                 keyed.append((writes_sort_key(task_path, task_id, idx), (task_id, channel, value)))
-        if len(keyed) > 1:
-            keyed.sort(key=lambda item: item[0])
+        keyed.sort(key=lambda item: item[0])
         return [write for _, write in keyed]
 
-    def _tuple(
-        self, fam: _Family, thread_id: str, ns: str, checkpoint_id: str, *, filter: dict[str, Any] | None = None
-    ) -> CheckpointTuple | None:
-        path = fam.checkpoints.get(ns, {}).get(checkpoint_id)
+    def _decoded(self, t: _Thread, path: str, record: _Opened | None = None) -> tuple[dict[str, Any], str | None]:
+        """A stored checkpoint, decoded, and its parent's checkpoint id."""
+        record = record or self._checkpoint_record(t, path)
+        checkpoint = self.serde.loads_typed(self._blob(t, path, "checkpoint", record.payload["blobs"].get("checkpoint"), record))
+        if not isinstance(checkpoint, dict):
+            raise IntegrityError(f"the checkpoint in {path} is not a checkpoint; run verify()")
+        return checkpoint, record.payload.get("parent_checkpoint_id")
+
+    def _tuple(self, t: _Thread, ns: str, checkpoint_id: str, filter: dict[str, Any] | None = None) -> CheckpointTuple | None:
+        path = t.checkpoints.get(ns, {}).get(checkpoint_id)
         if path is None:
             return None
-        record = self._checkpoint_record(fam, path)
-        payload = record.payload
-        metadata, metadata_typed = self._metadata(fam, path, record)
+        record = self._checkpoint_record(t, path)
+        metadata, metadata_typed = self._metadata(t, path, record)
         if filter and not all(metadata.get(k) == v for k, v in filter.items()):
             return None
-        checkpoint = self.serde.loads_typed(self._blob(fam, path, "checkpoint", payload["blobs"].get("checkpoint"), record))
-        if not isinstance(checkpoint, dict) or checkpoint.get("id") != checkpoint_id:
+        checkpoint, parent_id = self._decoded(t, path, record)
+        if checkpoint.get("id") != checkpoint_id:
             raise IntegrityError(f"the checkpoint in {path} is not checkpoint {checkpoint_id}; run verify()")
-        parent_id = payload.get("parent_checkpoint_id")
         return CheckpointTuple(
-            config={"configurable": {"thread_id": thread_id, "checkpoint_ns": ns, "checkpoint_id": checkpoint_id}},
+            config=_config(t.thread_id, ns, checkpoint_id),
             checkpoint=checkpoint,  # type: ignore[arg-type]
             metadata=self.serde.loads_typed(metadata_typed),  # the caller's own copy
-            parent_config=(
-                {"configurable": {"thread_id": thread_id, "checkpoint_ns": ns, "checkpoint_id": parent_id}} if parent_id else None
-            ),
-            pending_writes=self._pending_writes(fam, ns, checkpoint_id),
+            parent_config=_config(t.thread_id, ns, parent_id) if parent_id else None,
+            pending_writes=self._pending_writes(t, ns, checkpoint_id),
         )
+
+    def _rechecked(self, decode: Callable[..., _T], *args: Any) -> _T:
+        """``decode(*args)``, the remembered records it read rechecked in one ``Sovseal.recheck`` call
+        before anything it decoded is returned."""
+        s = self._s
+        if s.deferred_rechecks is not None:  # already inside a batch: it rechecks these too
+            return decode(*args)
+        s.deferred_rechecks = []
+        try:
+            decoded = decode(*args)
+            sids = s.deferred_rechecks
+        finally:
+            s.deferred_rechecks = None
+        if sids:
+            s.handle.recheck(*sids)
+        return decoded
 
     # -- writing records -----------------------------------------------------------------------------
 
     def _append(
         self,
-        fam: _Family,
+        t: _Thread,
         branch: str,
         records: list[tuple[str, Any]],
         *,
@@ -626,140 +562,106 @@ class _SovsealSaverBase(BaseCheckpointSaver[str]):
     ) -> None:
         """Store records in order on ``branch`` (the first one with ``parent=``) and index them.
 
-        Several records go in one ``store_many`` call, one durable batch (a crash keeps a prefix,
-        and parts come before the record that names them); a single record (the usual put or
-        put_writes) and a fork's first record, which needs ``parent=``, go through ``store``, which
-        costs less for one. Records carry no sovseal metadata: their path and payload say what they
-        are, and they are never recalled. What was sealed is remembered as opened: the next read
-        rechecks the frame on disk instead of decrypting it again. ``if_heads`` (one record only) is
-        passed to ``store``: HeadMovedError, with nothing stored, if one of those branches' heads are
-        not exactly the ones listed. ``parsed``: what the last record's path names, if the caller
-        built the path (spares parsing it again).
+        One record (the usual put or put_writes, or a fork's first) goes through ``store``, which
+        can take ``parent=`` and ``if_heads`` (HeadMovedError, nothing stored, if the branches'
+        heads are not exactly those); the rest in one ``store_many`` batch (a crash keeps a prefix:
+        parts come before the record naming them). Records are never recalled: ``index=False``, no
+        sovseal metadata. What was sealed is remembered as opened. ``parsed``: what the last
+        record's path names, if the caller has it.
         """
-        if if_heads is not None and len(records) != 1:
-            raise ValueError("if_heads applies to a single record")
-        view = self._s.branch_view(branch)
-        if len(records) == 1:  # the usual put or put_writes: one store call, no item mappings
-            path, payload = records[0]
-            # index=False: checkpoints are never recalled by meaning (no embedding, no keywords)
-            result = view.store(
-                path, payload, type="episodic", provenance="observed", index=False, parent=parent, if_heads=if_heads
-            )
-            if not result.reinforced:  # the record went on every head of the branch: it is the one head now
-                fam.set_head(branch, result.snapshot_id)
-            fam.show(branch, path, result.snapshot_id, parsed)
-            self._s.remember(result.snapshot_id, _Opened(payload))
-            return
-        items = [{"path": p, "payload": d, "type": "episodic", "provenance": "observed", "index": False} for p, d in records]
+        view = self._view(branch)
         results = []
-        if items and parent is not None:
-            results.append(view.store(**items.pop(0), parent=parent))
-        if items:
-            results.extend(view.store_many(items))
+        if parent is not None or len(records) == 1:
+            path, payload = records[0]
+            results.append(
+                view.store(path, payload, type="episodic", provenance="observed", index=False, parent=parent, if_heads=if_heads)
+            )
+        if len(records) > len(results):
+            items = [{"path": p, "payload": d, "type": "episodic", "provenance": "observed", "index": False} for p, d in records]
+            results.extend(view.store_many(items[len(results) :]))
         for (path, payload), result in zip(records, results, strict=True):
             if not result.reinforced:  # the record went on every head of the branch: it is the one head now
-                fam.set_head(branch, result.snapshot_id)
-            fam.show(branch, path, result.snapshot_id, parsed if path == records[-1][0] else None)
+                t.heads[branch] = (result.snapshot_id,)
+            t.show(branch, path, result.snapshot_id, parsed if path == records[-1][0] else None)
             self._s.remember(result.snapshot_id, _Opened(payload))
 
-    def _archive_live(self, fam: _Family) -> None:
-        """Keep the live branch's records readable on archive branches before its HEAD moves back.
-
-        One archive per head: a live branch that a pull left with two heads (the thread was written
-        on two devices) keeps both sides readable.
-        """
-        if not fam.views.get(fam.live):
+    def _archive_live(self, t: _Thread) -> None:
+        """Keep the live branch's records readable on archive branches before its HEAD moves back:
+        one per head (a live branch that a sync left with two heads keeps both sides)."""
+        if not t.views.get(t.live):
             return
-        tips = [t for t in fam.tips(fam.live) if t is not None and t != self._s.anchor]
-        archives = fam.archives()
-        archived = {t for b in archives for t in fam.tips(b)}
-        n = max((parse_branch(b) or ("", "", 0))[2] for b in archives) if archives else 0
+        archived = {h for b in t.archives() for h in t.tips(b)}
+        tips = [h for h in t.tips(t.live) if h is not None]
         for head in tips:
             if head in archived:
                 continue
-            while True:
-                n += 1
-                name = archive_branch(fam.thread_id, n)
-                if name in self._names():
-                    continue
-                try:
-                    self._create_branch(name, head)
-                except InvalidInputError:
-                    self._names(refresh=True)
-                    continue
-                break
+            name = self._new_archive(t, head)
             if len(tips) == 1:
-                fam.set_head(name, head)
-                fam.views[name] = dict(fam.views[fam.live])
+                t.heads[name], t.views[name] = (head,), dict(t.views[t.live])
             else:  # each archive shows what its head holds, a part of the live branch's view
-                self._load_branch(fam, name)
+                self._load(t, name)
 
-    def _fork_store(self, fam: _Family, parent_sid: str, records: list[tuple[str, Any]]) -> None:
+    def _new_archive(self, t: _Thread, at: str) -> str:
+        """Create the thread's next free archive branch at ``at`` (the caller indexes it)."""
+        n = max([p[2] for b in t.heads if (p := parse_branch(b)) and p[1] == "archive"], default=0)
+        while True:
+            n += 1
+            name = archive_branch(t.thread_id, n)
+            if name in self._names():
+                continue
+            try:
+                self._create(name, at)
+            except InvalidInputError:  # another process took the name
+                self._names(refresh=True)
+                continue
+            return name
+
+    def _fork_store(self, t: _Thread, parent_sid: str, records: list[tuple[str, Any]]) -> None:
         """Store records on the live branch as a fork at ``parent_sid`` (time travel)."""
-        before = {p for b, view in fam.views.items() if b != fam.writes for p in view}
-        self._archive_live(fam)
-        self._append(fam, fam.live, records, parent=parent_sid)
-        self._load_branch(fam, fam.live)
+        before = {p for b, view in t.views.items() if b != t.writes for p in view}
+        self._archive_live(t)
+        self._append(t, t.live, records, parent=parent_sid)
+        self._load(t, t.live)
         # A record deleted (tombstoned) after the fork point is visible again at the fork: delete it again.
         written = {p for p, _ in records}
-        revived = [p for p in fam.views[fam.live] if p not in before and p not in written]
+        revived = [p for p in t.views[t.live] if p not in before and p not in written]
         if revived:
-            live = self._s.branch_view(fam.live)
-            for path in revived:
-                live.delete(path)
-            self._load_branch(fam, fam.live)
-        fam.derive()
+            self._view(t.live).delete_many(revived)
+            self._load(t, t.live)
+        t.derive()
 
-    def _ensure_writes_branch(self, fam: _Family) -> None:
-        if fam.writes not in fam.heads:
-            if self._exists(fam.writes):
-                self._load_branch(fam, fam.writes)
-                fam.derive()
-            else:
-                try:
-                    self._create_branch(fam.writes, self._s.anchor)
-                except InvalidInputError:  # another process created it just now
-                    self._names(refresh=True)
-                    self._load_branch(fam, fam.writes)
-                    fam.derive()
-                else:
-                    fam.heads[fam.writes], fam.views[fam.writes] = self._s.anchor, {}
+    def _empty(self, t: _Thread) -> None:
+        """Delete every branch of the thread (nothing visible; the records stay until purged)."""
+        for branch in list(t.heads):
+            try:
+                self._s.handle.delete_branch(branch)
+            except UnknownBranchError:  # deleted by another handle
+                pass
+            self._s.names.discard(branch)
+        t.heads.clear()
+        t.views.clear()
+        t.metadata.clear()
+        t.derive()
 
-    def _empty(self, fam: _Family) -> None:
-        """Move every branch of the thread back to the anchor: nothing visible, nothing deleted."""
-        anchor = self._s.anchor
-        for branch in list(fam.heads):
-            if fam.tips(branch) != (anchor,):  # a rollback replaces every head of the branch
-                self._s.branch_view(branch).rollback(anchor)
-            fam.set_head(branch, anchor)
-            fam.views[branch] = {}
-        fam.metadata.clear()
-        fam.derive()
-
-    def _hide_everywhere(self, fam: _Family, paths: list[str]) -> None:
+    def _hide_everywhere(self, t: _Thread, paths: list[str]) -> None:
         """Append a tombstone for each path on every branch of the thread that shows it."""
-        for branch, view in fam.views.items():
+        for branch, view in t.views.items():
             doomed = [p for p in paths if p in view]
-            if not doomed:
-                continue
-            handle = self._s.branch_view(branch)
-            for path in doomed:
-                result = handle.delete(path)
-                if result is not None:
-                    fam.set_head(branch, result.snapshot_id)
-                view.pop(path, None)
+            if doomed:
+                done = [r for r in self._view(branch).delete_many(doomed) if r is not None]
+                if done:
+                    t.heads[branch] = (done[-1].snapshot_id,)
+                for path in doomed:
+                    del view[path]
         for path in paths:
-            fam.remerge(path)
-        for ns in [ns for ns, ids in fam.checkpoints.items() if not ids]:
-            del fam.checkpoints[ns]
+            t.remerge(path)
+        t.checkpoints = {ns: ids for ns, ids in t.checkpoints.items() if ids}
 
-    def _record_paths(self, fam: _Family, ns: str, checkpoint_id: str) -> list[str]:
-        """The checkpoint's record, its parts, its writes records and their parts (what to delete)."""
-        roots: list[str] = []
-        if (path := fam.checkpoints.get(ns, {}).get(checkpoint_id)) is not None:
-            roots.append(path)
-        roots.extend(fam.task_writes.get((ns, checkpoint_id), {}).values())
-        visible = {p for view in fam.views.values() for p in view}
+    def _record_paths(self, t: _Thread, ns: str, checkpoint_id: str) -> list[str]:
+        """The checkpoint's record, its parts, its writes records and their parts."""
+        roots = [p for p in [t.checkpoints.get(ns, {}).get(checkpoint_id)] if p is not None]
+        roots.extend(t.task_writes.get((ns, checkpoint_id), {}).values())
+        visible = {p for view in t.views.values() for p in view}
         return [p for root in roots for p in visible if p == root or p.startswith(root + "/part/")]
 
     # -- BaseCheckpointSaver ---------------------------------------------------------------------------
@@ -768,16 +670,12 @@ class _SovsealSaverBase(BaseCheckpointSaver[str]):
         self._guard()
         thread_id, ns = _thread_of(config), _ns_of(config)
         with self._s.lock:
-            fam = self._family(thread_id)
-            if fam is None:
+            t = self._thread(thread_id)
+            if t is None or not t.checkpoints.get(ns):
                 return None
-            ids = fam.checkpoints.get(ns)
-            if not ids:
-                return None
-            checkpoint_id = get_checkpoint_id(config) or fam.newest(ns)
-            assert checkpoint_id is not None  # nosec B101 -- type narrowing: ids is not empty
-            # The checkpoint's record and its writes records, if remembered, are rechecked in one call.
-            return self._rechecked(lambda: self._tuple(fam, thread_id, ns, checkpoint_id))
+            checkpoint_id = get_checkpoint_id(config) or t.newest(ns)
+            assert checkpoint_id is not None  # nosec B101 -- type narrowing: the namespace has checkpoints
+            return self._rechecked(self._tuple, t, ns, checkpoint_id)
 
     def list(
         self,
@@ -788,84 +686,57 @@ class _SovsealSaverBase(BaseCheckpointSaver[str]):
         limit: int | None = None,
     ) -> Iterator[CheckpointTuple]:
         self._guard()
-        remaining = limit
-        candidates = self._listing(config, before, None if filter else limit)
-        start = 0
-        while start < len(candidates):
-            if remaining is not None and remaining <= 0:
-                return
-            size = _LIST_BATCH if filter or remaining is None else min(_LIST_BATCH, remaining)
-            batch = self._listed_batch(candidates[start : start + size], filter)
-            start += size
-            for found in batch:
-                if found is not None:
-                    if remaining is not None:
-                        if remaining <= 0:
-                            return
-                        remaining -= 1
-                    yield found
+        for batch in self._batches(config, filter, before, limit):
+            yield from batch
 
-    def _listing(
-        self, config: RunnableConfig | None, before: RunnableConfig | None, cap: int | None = None
-    ) -> list[tuple[str, str, str]]:
+    def _batches(
+        self, config: RunnableConfig | None, filter: dict[str, Any] | None, before: RunnableConfig | None, limit: int | None
+    ) -> Iterator[list[CheckpointTuple]]:
+        """``list`` in batches, newest first: each decoded, and its records rechecked, under one hold of the lock."""
+        candidates = self._listing(config, before, None if filter else limit)
+        remaining = limit
+        start = 0
+        while start < len(candidates) and (remaining is None or remaining > 0):
+            size = _LIST_BATCH if filter or remaining is None else min(_LIST_BATCH, remaining)
+            chunk, start = candidates[start : start + size], start + size
+            with self._s.lock:
+                decoded = self._rechecked(self._listed, chunk, filter)
+            found = [d for d in decoded if d is not None][:remaining]
+            if remaining is not None:
+                remaining -= len(found)
+            yield found
+
+    def _listed(self, chunk: list[tuple[str, str, str]], filter: dict[str, Any] | None) -> list[CheckpointTuple | None]:
+        found = []
+        for thread_id, ns, checkpoint_id in chunk:
+            t = self._s.threads.get(thread_id)
+            found.append(None if t is None else self._tuple(t, ns, checkpoint_id, filter))
+        return found
+
+    def _listing(self, config: RunnableConfig | None, before: RunnableConfig | None, cap: int | None) -> list[tuple[str, str, str]]:
         """(thread, ns, checkpoint id) of the candidates, newest checkpoint id first; at most ``cap``
         (when no filter can drop one) from each namespace, which is all a ``limit`` can return."""
-        ns_wanted: str | None = None
-        id_wanted: str | None = None
+        ns_wanted = (config.get("configurable") or {}).get("checkpoint_ns") if config else None
+        id_wanted = get_checkpoint_id(config) if config else None
+        before_id = get_checkpoint_id(before) if before else None
+        out: list[tuple[str, str, str]] = []
         with self._s.lock:
-            if config:
-                threads = [_thread_of(config)]
-                ns_wanted = (config.get("configurable") or {}).get("checkpoint_ns")
-                id_wanted = get_checkpoint_id(config)
-            else:
-                threads = self._thread_ids()
-            before_id = get_checkpoint_id(before) if before else None
-            out: list[tuple[str, str, str]] = []
-            for thread_id in threads:
-                fam = self._family(thread_id)
-                if fam is None:
+            for thread_id in [_thread_of(config)] if config else self._thread_ids():
+                t = self._thread(thread_id)
+                if t is None:
                     continue
-                for ns, ids in fam.checkpoints.items():
+                for ns, ids in t.checkpoints.items():
                     if ns_wanted is not None and ns != ns_wanted:
                         continue
                     if id_wanted:
                         if id_wanted in ids and not (before_id and id_wanted >= before_id):
                             out.append((id_wanted, thread_id, ns))
                         continue
-                    ordered = fam.ordered(ns)
+                    ordered = t.ordered(ns)
                     end = bisect.bisect_left(ordered, before_id) if before_id else len(ordered)
-                    start = max(0, end - cap) if cap is not None else 0
-                    out.extend((checkpoint_id, thread_id, ns) for checkpoint_id in ordered[start:end])
+                    out.extend((cid, thread_id, ns) for cid in ordered[max(0, end - cap) if cap is not None else 0 : end])
         out.sort(reverse=True)
-        return [(thread_id, ns, checkpoint_id) for checkpoint_id, thread_id, ns in out]
-
-    def _rechecked(self, decode: Callable[[], _T]) -> _T:
-        """``decode()`` with the remembered records it reads rechecked together, in one
-        ``Sovseal.recheck`` call, before anything it decoded is returned (caller holds the lock)."""
-        s = self._s
-        if s.deferred_rechecks is not None:  # already inside a batch: it rechecks these too
-            return decode()
-        s.deferred_rechecks = []
-        try:
-            decoded = decode()
-            sids = s.deferred_rechecks
-        finally:
-            s.deferred_rechecks = None
-        if sids:
-            s.handle.recheck(*sids)
-        return decoded
-
-    def _listed_batch(self, candidates: list[tuple[str, str, str]], filter: dict[str, Any] | None) -> list[CheckpointTuple | None]:
-        """Decode a batch of listed checkpoints; the records they came from are rechecked in one call."""
-        with self._s.lock:
-            return self._rechecked(lambda: [self._listed(*c, filter) for c in candidates])
-
-    def _listed(self, thread_id: str, ns: str, checkpoint_id: str, filter: dict[str, Any] | None) -> CheckpointTuple | None:
-        with self._s.lock:
-            fam = self._s.families.get(thread_id)
-            if fam is None:
-                return None
-            return self._tuple(fam, thread_id, ns, checkpoint_id, filter=filter)
+        return [(thread_id, ns, cid) for cid, thread_id, ns in out]
 
     def put(
         self,
@@ -880,58 +751,55 @@ class _SovsealSaverBase(BaseCheckpointSaver[str]):
         checkpoint_id = checkpoint["id"]
         blobs = {
             "checkpoint": self.serde.dumps_typed(checkpoint),
-            "metadata": self.serde.dumps_typed(_metadata_for(config, metadata)),
+            "metadata": self.serde.dumps_typed(get_serializable_checkpoint_metadata(config, metadata)),
         }
         # Encoded before the lock, so this runs while another operation of the handle waits on the disk.
         new_path = checkpoint_path(thread_id, ns, checkpoint_id)
-        packed = pack_blobs(new_path, blobs)
+        args = (ns, checkpoint_id, parent_id, blobs, new_path, pack_blobs(new_path, blobs))
         with self._s.lock:
-            fam = self._s.families.get(thread_id)
-            if fam is None or fam.live not in fam.heads:
-                fam = self._family(thread_id, create=True, only=live_branch(thread_id))
-                assert fam is not None  # nosec B101 -- type narrowing: create=True always returns a family
-                self._put_record(fam, ns, checkpoint_id, parent_id, blobs, new_path, packed, fresh=True)
-            elif not self._put_record(fam, ns, checkpoint_id, parent_id, blobs, new_path, packed, fresh=False):
-                self._refresh(fam, only=fam.live)
-                self._put_record(fam, ns, checkpoint_id, parent_id, blobs, new_path, packed, fresh=True)
-        return {"configurable": {"thread_id": thread_id, "checkpoint_ns": ns, "checkpoint_id": checkpoint_id}}
+            t = self._s.threads.get(thread_id)
+            if t is None or t.live not in t.heads or not self._put_record(t, *args, fresh=False):
+                t = self._thread(thread_id, create=True, only=live_branch(thread_id))
+                assert t is not None  # nosec B101 -- type narrowing: create=True always returns a thread
+                self._put_record(t, *args, fresh=True)
+        return _config(thread_id, ns, checkpoint_id)
 
     def _put_record(
         self,
-        fam: _Family,
+        t: _Thread,
         ns: str,
         checkpoint_id: str,
         parent_id: str | None,
         blobs: dict[str, tuple[str, bytes]],
         new_path: str,
-        packed: tuple[dict[str, dict[str, Any]], list[tuple[str, dict[str, Any]]]],
+        packed: _Packed,
         *,
         fresh: bool,
     ) -> bool:
-        """Store a checkpoint's record (and its parts) as the thread's index places it; caller holds the lock.
+        """Store a checkpoint's record (and its parts) where the thread's index places it.
 
         ``fresh``: the index was just checked against the live branch's heads. Otherwise the usual
-        put, one record appended to the live branch, is stored at once with ``if_heads`` listing
-        every head the index knows for the branch (the store checks, under its writer lock, that the
-        branch's heads are exactly those, so a pull that added one older than HEAD is caught too,
-        with no separate read of the heads); it returns False, having stored nothing, if the heads
-        moved or if the put forks or has parts, which act on more of the index: the caller
-        refreshes the index and calls again.
+        put, one record appended on the live branch, is stored at once with ``if_heads`` listing
+        every head the index knows (the store checks them under its writer lock); False, nothing
+        stored, if they moved, or if the put forks or has parts (which act on more of the index):
+        the caller refreshes the index and calls again.
 
-        A checkpoint whose parent is one of the live branch's heads, or the namespace's newest,
-        goes on every head (after a sync that merges what two devices wrote); one whose parent is
-        further back forks the branch there (time travel), each head kept on an archive branch.
+        A checkpoint whose parent is one of the live heads, or the namespace's newest, goes on every
+        head (after a sync that merges what two devices wrote); one whose parent is further back
+        forks the branch there (time travel), each head kept on an archive branch.
         """
-        ids = fam.checkpoints.get(ns, {})
+        ids = t.checkpoints.get(ns, {})
         existing = ids.get(checkpoint_id)
         path = existing or new_path
         # A new path names this thread; one already stored may name another (copy_thread keeps paths).
-        parsed = Parsed("checkpoint", fam.thread_id, ns, checkpoint_id) if existing is None else parse_path(existing)
+        parsed = parse_path(existing) if existing else Parsed("checkpoint", t.thread_id, ns, checkpoint_id)
         assert parsed is not None  # nosec B101 -- type narrowing: the index holds only the saver's paths
-        parent_ref = fam.merged.get(ids[parent_id]) if parent_id and parent_id in ids else None
-        descriptors, parts = packed
-        if parts and path != new_path:  # parts name the record they belong to
-            descriptors, parts = pack_blobs(path, blobs)
+        parent_ref = t.merged.get(ids[parent_id]) if parent_id in ids else None
+        forks = parent_ref is not None and not existing and parent_id != t.newest(ns) and parent_ref.sid not in t.tips(t.live)
+        descriptors, parts = packed if path == new_path else pack_blobs(path, blobs)  # parts name their record
+        tips = t.tips(t.live)
+        if not fresh and (forks or parts or None in tips):
+            return False
         payload = {
             "lg": "checkpoint",
             "format": FORMAT,
@@ -943,26 +811,12 @@ class _SovsealSaverBase(BaseCheckpointSaver[str]):
             "blobs": descriptors,
         }
         records = [*parts, (path, payload)]
-        conditions: dict[str, list[str]] | None = None
-        if not fresh:
-            tips = fam.tips(fam.live)
-            if parts or None in tips:
-                return False
-            conditions = {fam.live: list(tips)}  # every head, as the index knows them: the store checks them all
-        forks = (
-            parent_ref is not None
-            and existing is None
-            and parent_id != fam.newest(ns)
-            and parent_ref.sid not in fam.tips(fam.live)
-        )
-        if forks and not fresh:
-            return False
         if forks:
-            assert parent_ref is not None  # nosec B101 -- type narrowing: forks is true only with a parent
-            self._fork_store(fam, parent_ref.sid, records)
+            assert parent_ref is not None  # nosec B101 -- type narrowing: forks only with a parent
+            self._fork_store(t, parent_ref.sid, records)
             return True
         try:
-            self._append(fam, fam.live, records, if_heads=conditions, parsed=parsed)
+            self._append(t, t.live, records, if_heads=None if fresh else {t.live: [h for h in tips if h]}, parsed=parsed)
         except HeadMovedError:
             return False
         return True
@@ -979,92 +833,77 @@ class _SovsealSaverBase(BaseCheckpointSaver[str]):
         checkpoint_id = get_checkpoint_id(config)
         if not checkpoint_id:
             raise ValueError("put_writes needs the config of a checkpoint (configurable.checkpoint_id)")
-        incoming: dict[int, tuple[str, tuple[str, bytes]]] = {}
-        for idx, (channel, value) in enumerate(writes):
-            incoming[WRITES_IDX_MAP.get(channel, idx)] = (channel, self.serde.dumps_typed(value))
-        # Packed before the lock for the usual case, a task's first writes (no record to merge with),
-        # so this runs while another operation of the handle waits on the disk.
+        incoming = {WRITES_IDX_MAP.get(ch, idx): (ch, self.serde.dumps_typed(value)) for idx, (ch, value) in enumerate(writes)}
+        # Packed before the lock for the usual case, a task's first writes (no record to merge with).
         new_path = writes_path(thread_id, ns, checkpoint_id, task_id)
         first_pack = pack_blobs(new_path, {f"w{k}": typed_value for k, (_, typed_value) in incoming.items()})
+        args = (ns, checkpoint_id, task_id, task_path, incoming, new_path, first_pack)
         with self._s.lock:
-            fam = self._s.families.get(thread_id)
-            args = (ns, checkpoint_id, task_id, task_path, incoming, new_path, first_pack)
-            if fam is None or fam.writes not in fam.heads:
-                fam = self._family(thread_id, create=True, only=writes_branch(thread_id))
-                assert fam is not None  # nosec B101 -- type narrowing: create=True always returns a family
-                self._ensure_writes_branch(fam)
-                self._put_writes_record(fam, *args, fresh=True)
-            elif not self._put_writes_record(fam, *args, fresh=False):
-                self._refresh(fam, only=fam.writes)
-                self._put_writes_record(fam, *args, fresh=True)
+            t = self._s.threads.get(thread_id)
+            if t is None or t.writes not in t.heads or not self._put_writes_record(t, *args, fresh=False):
+                t = self._thread(thread_id, create=True, only=writes_branch(thread_id))
+                assert t is not None  # nosec B101 -- type narrowing: create=True always returns a thread
+                if t.writes not in t.heads:
+                    self._ensure(t, t.writes)
+                self._put_writes_record(t, *args, fresh=True)
 
     def _put_writes_record(
         self,
-        fam: _Family,
+        t: _Thread,
         ns: str,
         checkpoint_id: str,
         task_id: str,
         task_path: str,
         incoming: dict[int, tuple[str, tuple[str, bytes]]],
         new_path: str,
-        first_pack: tuple[dict[str, dict[str, Any]], list[tuple[str, dict[str, Any]]]],
+        first_pack: _Packed,
         *,
         fresh: bool,
     ) -> bool:
-        """Store a task's pending writes (merged into its record, if it has one); caller holds the lock.
+        """Store a task's pending writes, merged into its record if it has one.
 
         ``fresh`` as for :meth:`_put_record`: otherwise a task's first writes, one record, are stored
-        with ``if_heads`` listing the writes branch's heads as the index knows them (and the live
-        branch's, when the checkpoint
-        is not in the index: the store then checks that no other handle has stored it meanwhile);
-        merging into a stored record reads it, and parts act on more of the index, so those return
-        False (nothing stored) for a refreshed index first.
+        with ``if_heads`` listing the writes branch's heads (and the live branch's when the index
+        does not hold the checkpoint: the store then checks that no other handle stored it
+        meanwhile); merging into a stored record, and parts, return False for a refreshed index first.
         """
-        existing = fam.task_writes.get((ns, checkpoint_id), {}).get(task_id)
+        existing = t.task_writes.get((ns, checkpoint_id), {}).get(task_id)
         path = existing or new_path
-        # A new path names this thread; one already stored may name another (copy_thread keeps paths).
-        parsed = Parsed("writes", fam.thread_id, ns, checkpoint_id, task_id) if existing is None else parse_path(existing)
+        parsed = parse_path(existing) if existing else Parsed("writes", t.thread_id, ns, checkpoint_id, task_id)
         assert parsed is not None  # nosec B101 -- type narrowing: the index holds only the saver's paths
         conditions: dict[str, list[str]] | None = None
         if not fresh:
-            tips = fam.tips(fam.writes)  # as the index knows them
-            if path in fam.merged or None in tips:
+            tips = t.tips(t.writes)
+            if path in t.merged or None in tips:
                 return False
-            conditions = {fam.writes: list(tips)}
-        record = self._writes_record(fam, path) if path in fam.merged else None
-        current = record.payload if record is not None else None
+            conditions = {t.writes: [h for h in tips if h]}
+        record = self._writes_record(t, path) if path in t.merged else None
         entries: dict[int, dict[str, Any]] = {}
-        fresh_writes = incoming  # a task's first writes: all of them
-        if record is not None:  # merged into the stored ones; an upsert of the value already stored changes nothing
-            assert current is not None  # nosec B101 -- type narrowing: a record has a payload
-            entries = {e["idx"]: e for e in current["writes"]}
-            fresh_writes = {
-                k: v
-                for k, v in incoming.items()
-                if k not in entries or (k < 0 and not self._same(fam, path, record, entries[k], *v))
-            }
-        if not fresh_writes:
-            return True
-        if record is None and path == new_path:  # nothing to merge: what was packed before the lock
+        news = incoming  # a task's first writes: all of them
+        if record is not None:  # merged; an upsert (negative idx) of the value already stored changes nothing
+            entries = {e["idx"]: e for e in record.payload["writes"]}
+            news = {k: v for k, v in incoming.items() if k not in entries or (k < 0 and not self._same(t, path, record, entries[k], *v))}
+            if not news:
+                return True
+        if record is None and path == new_path:
             descriptors, parts = first_pack
         else:
-            budget = RECORD_BLOB_CHARS - sum(inline_chars(e.get("blob", {})) for k, e in entries.items() if k not in fresh_writes)
-            descriptors, parts = pack_blobs(path, {f"w{k}": typed_value for k, (_, typed_value) in fresh_writes.items()}, budget)
+            budget = RECORD_BLOB_CHARS - sum(inline_chars(e.get("blob", {})) for k, e in entries.items() if k not in news)
+            descriptors, parts = pack_blobs(path, {f"w{k}": typed_value for k, (_, typed_value) in news.items()}, budget)
         if not fresh and parts:
             return False
-        for k, (channel, _) in fresh_writes.items():
+        for k, (channel, _) in news.items():
             entries[k] = {"idx": k, "channel": channel, "blob": descriptors[f"w{k}"]}
-        cp_path = fam.checkpoints.get(ns, {}).get(checkpoint_id)
+        cp_path = t.checkpoints.get(ns, {}).get(checkpoint_id)
         if cp_path is None:
-            # Not stored yet (its put may be waiting for this lock), or stored by another handle: then
-            # on the live branch, whose HEAD moved (archives appear only with a fork, which moves it
-            # too). A fresh index looks now; otherwise the store checks the live HEAD as it appends.
-            live_tips = fam.tips(fam.live)
+            # Not stored yet (its put may be waiting for the lock), or stored by another handle on the
+            # live branch, whose HEAD then moved: the store checks it, or a fresh index looks now.
+            live_tips = t.tips(t.live)
             if conditions is not None and None not in live_tips:
-                conditions[fam.live] = list(live_tips)
+                conditions[t.live] = [h for h in live_tips if h]
             else:
-                self._refresh(fam, only=fam.live)
-                cp_path = fam.checkpoints.get(ns, {}).get(checkpoint_id)
+                self._refresh(t, only=t.live)
+                cp_path = t.checkpoints.get(ns, {}).get(checkpoint_id)
         payload = {
             "lg": "writes",
             "format": FORMAT,
@@ -1072,81 +911,69 @@ class _SovsealSaverBase(BaseCheckpointSaver[str]):
             "checkpoint_ns": ns,
             "checkpoint_id": checkpoint_id,
             "task_id": task_id,
-            "task_path": task_path or (current or {}).get("task_path") or "",
-            "checkpoint_snapshot": fam.merged[cp_path].sid if cp_path else None,
+            "task_path": task_path or (record.payload.get("task_path") if record else "") or "",
+            "checkpoint_snapshot": t.merged[cp_path].sid if cp_path else None,
             "writes": [entries[k] for k in sorted(entries)],
         }
         try:
-            self._append(fam, fam.writes, [*parts, (path, payload)], if_heads=conditions, parsed=parsed)
+            self._append(t, t.writes, [*parts, (path, payload)], if_heads=conditions, parsed=parsed)
         except HeadMovedError:
             return False
         return True
 
-    def _same(self, fam: _Family, path: str, record: _Opened, entry: dict[str, Any], channel: str, value: tuple[str, bytes]) -> bool:
-        return entry.get("channel") == channel and self._blob(fam, path, f"w{entry['idx']}", entry.get("blob"), record) == value
+    def _same(self, t: _Thread, path: str, record: _Opened, entry: dict[str, Any], channel: str, value: tuple[str, bytes]) -> bool:
+        return entry.get("channel") == channel and self._blob(t, path, f"w{entry['idx']}", entry.get("blob"), record) == value
 
     def delete_thread(self, thread_id: str) -> None:
-        """Delete the thread, and erase its records for good: nothing reads them any more, their bytes
-        leave the disk at the next compaction, and with replication the server and every other device
-        erase them too (docs/integrations/langgraph.md, "Deleting and erasing").
-
-        Its branches go back to the anchor, then every record under the thread's paths that no
-        branch reaches any more is purged. Records another thread still reaches (it was made with
-        ``copy_thread``, which shares them) stay until that thread lets them go too.
-        """
+        """Delete the thread and erase its records for good: nothing reads them any more, their bytes
+        leave the disk at the next compaction, and with replication every device erases them too
+        (docs/integrations/langgraph.md, "Deleting and erasing"). Records another thread still
+        reaches (``copy_thread`` shares them) stay until that thread lets them go too."""
         self._guard()
         with self._s.lock:
-            fam = self._family(str(thread_id))
-            if fam is not None:
-                threads = self._threads_shown(fam)
-                self._empty(fam)
+            t = self._thread(str(thread_id))
+            if t is not None:
+                threads = self._threads_shown(t)
+                self._empty(t)
+                del self._s.threads[t.thread_id]
                 self._erase_unreachable(threads)
 
-    def _threads_shown(self, fam: _Family) -> set[str]:
+    def _threads_shown(self, t: _Thread) -> set[str]:
         """The thread and every thread whose records it shows (a ``copy_thread`` shares its source's)."""
-        shown = {fam.thread_id}
-        for view in fam.views.values():
-            for path in view:
-                parsed = parse_path(path)
-                if parsed is not None:
-                    shown.add(parsed.thread_id)
-        return shown
+        return {t.thread_id} | {p.thread_id for view in t.views.values() for path in view if (p := parse_path(path))}
 
     def _erase_unreachable(self, threads: set[str]) -> None:
-        """Purge the records under these threads' paths that no branch reaches any more (the caller
-        holds the lock). Records another thread still reaches stay. Their bytes leave the disk at the
-        next compaction (``sovseal.compact()``, or by itself past the threshold): rewriting the
-        journal on every delete would make each one cost the whole store."""
+        """Purge the records under these threads' paths that no branch reaches any more. Their bytes
+        leave the disk at the next compaction (``compact()``, or by itself past the threshold):
+        rewriting the journal on every delete would make each one cost the whole store."""
         prefixes = [p for t in sorted(threads) for p in thread_prefixes(t)]
         self._s.handle.purge(prefix=prefixes, unreachable=True, reason="langgraph delete_thread", compact=False)
 
     def delete_for_runs(self, run_ids: Sequence[str]) -> None:
         self._guard()
         wanted = {str(r) for r in run_ids}
-        if not wanted:
-            return
         with self._s.lock:
-            for thread_id in self._thread_ids():
-                fam = self._family(thread_id)
-                if fam is None:
+            for thread_id in self._thread_ids() if wanted else ():
+                t = self._thread(thread_id)
+                if t is None:
                     continue
-                doomed: list[str] = []
-                for ns, ids in list(fam.checkpoints.items()):
-                    for checkpoint_id, path in list(ids.items()):
-                        run_id = self._metadata(fam, path)[0].get("run_id")
-                        if run_id is not None and str(run_id) in wanted:
-                            doomed.extend(self._record_paths(fam, ns, checkpoint_id))
+                doomed = [
+                    p
+                    for ns, ids in t.checkpoints.items()
+                    for cid, path in ids.items()
+                    if (run_id := self._metadata(t, path)[0].get("run_id")) is not None and str(run_id) in wanted
+                    for p in self._record_paths(t, ns, cid)
+                ]
                 if doomed:
-                    self._hide_everywhere(fam, doomed)
+                    self._hide_everywhere(t, doomed)
 
     def copy_thread(self, source_thread_id: str, target_thread_id: str) -> None:
         """Give the target thread the source's whole history, sharing its records (no bytes copied).
 
-        Each of the source's branches is forked (or, for a target branch left empty by
-        ``delete_thread``, rolled forward) at the same snapshot, so the target holds the same
-        checkpoint ids, metadata, namespaces and writes, and every record keeps the path it was
-        written under. A source branch that a pull left with several heads is forked at its HEAD,
-        and each other head goes to an archive branch of the target. A target that already has
+        Each of the source's branches is created again for the target at the same heads, so the
+        target holds the same checkpoint ids, metadata, namespaces and writes, and every record keeps
+        the path it was written under. A source branch that a sync left with several heads is copied
+        at its HEAD, each other head on an archive branch of the target. A target that already has
         checkpoints is refused.
         """
         self._guard()
@@ -1154,142 +981,115 @@ class _SovsealSaverBase(BaseCheckpointSaver[str]):
         if source == target:
             return
         with self._s.lock:
-            src = self._family(source)
+            src = self._thread(source)
             if src is None or not src.has_checkpoints():
                 return
-            dst = self._family(target)
+            dst = self._thread(target)
             if dst is not None and dst.has_checkpoints():
                 raise ValueError(f"thread {target!r} already has checkpoints; delete_thread() it first or copy to a new thread")
-            dst = dst or _Family(target)
-            names = self._names(refresh=True)
-            used = [parse_branch(n)[2] for n in names if (p := parse_branch(n)) and p[0] == target and p[1] == "archive"]  # type: ignore[index]
-            next_archive = max(used, default=0)
-            for branch, head in list(src.heads.items()):
+            if dst is not None:
+                self._empty(dst)  # its branches show nothing: they are made again at the source's heads
+            dst = _Thread(target)
+            for branch, heads in list(src.heads.items()):
                 kind = (parse_branch(branch) or ("", "", 0))[1]
-                others = [t for t in src.others.get(branch, ()) if t is not None and t != self._s.anchor]
-                if kind == "live":
-                    to = dst.live
-                elif kind == "writes":
-                    to = dst.writes
-                elif head is None or head == self._s.anchor:
-                    to = None
+                if kind in ("live", "writes"):
+                    to = dst.live if kind == "live" else dst.writes
+                    self._create(to, heads[0])
+                elif src.views.get(branch) and heads[0] is not None:
+                    to = self._new_archive(dst, heads[0])
                 else:
-                    next_archive += 1
-                    to = archive_branch(target, next_archive)
-                if to is not None:
-                    at = head or self._s.anchor
-                    if to in names:
-                        self._s.branch_view(to).rollback(at)
-                    else:
-                        self._create_branch(to, at)
-                    dst.set_head(to, at)
-                    if others:  # the source's view is the merge of its heads; this branch shows one
-                        self._load_branch(dst, to)
-                    else:
-                        dst.views[to] = dict(src.views.get(branch, {}))
-                for other in others:
-                    next_archive += 1
-                    name = archive_branch(target, next_archive)
-                    self._create_branch(name, other)
-                    self._load_branch(dst, name)
+                    continue
+                if len(heads) == 1:
+                    dst.heads[to], dst.views[to] = heads, dict(src.views.get(branch, {}))
+                else:  # the source's view is the merge of its heads; this branch shows one
+                    self._load(dst, to)
+                for other in heads[1:]:
+                    if other is not None:
+                        self._load(dst, self._new_archive(dst, other))
             if dst.live not in dst.heads:
-                self._create_branch(dst.live, self._s.anchor)
-                dst.set_head(dst.live, self._s.anchor)
-                dst.views[dst.live] = {}
+                self._ensure(dst, dst.live)
             dst.metadata = dict(src.metadata)
             dst.derive()
-            self._s.families[target] = dst
+            self._s.threads[target] = dst
 
     def prune(self, thread_ids: Sequence[str], *, strategy: str = "keep_latest") -> None:
         """``"delete"``: as ``delete_thread``. ``"keep_latest"``: keep the newest checkpoint per namespace,
-        and the ancestors its ``DeltaChannel`` values are rebuilt from.
+        and the ancestors its ``DeltaChannel`` values are rebuilt from (see :meth:`_delta_chain`).
 
-        A ``DeltaChannel`` (beta) stores its value only every ``snapshot_frequency`` updates; in
-        between, LangGraph rebuilds it by walking the parent chain back to the nearest checkpoint
-        that holds a value for it, replaying the pending writes on the way
-        (``get_delta_channel_history``). So, as ``BaseCheckpointSaver.prune`` asks, the newest
-        checkpoint keeps every ancestor (with its pending writes) back to that one, for each delta
-        channel it does not hold (all of them up to the root if the channel never snapshotted).
-        The saver cannot rebuild a value itself: the reducer lives in the graph, not in the store.
-
-        Keeping re-roots the thread: its branches move back to the anchor and the kept checkpoints
-        (with their parts and pending writes, oldest first) are stored again on top of it, so the
-        thread's chain is short again. The checkpoints let go are then erased for good, as
-        ``delete_thread`` erases (those another thread still reaches stay).
+        Keeping re-roots the thread: its branches are made again, empty, and the kept checkpoints
+        (with their parts and pending writes, oldest first) stored again on them, so the thread's
+        chain is short again. The checkpoints let go are then erased for good, as ``delete_thread``
+        erases them.
         """
         self._guard()
         if strategy not in ("keep_latest", "delete"):
             raise ValueError(f"unknown prune strategy {strategy!r}; use 'keep_latest' or 'delete'")
         for thread_id in map(str, thread_ids):
             with self._s.lock:
-                fam = self._family(thread_id)
-                if fam is None:
+                t = self._thread(thread_id)
+                if t is None:
                     continue
-                threads = self._threads_shown(fam)
+                threads = self._threads_shown(t)
                 if strategy == "delete":
-                    self._empty(fam)
+                    self._empty(t)
+                    del self._s.threads[thread_id]
                     self._erase_unreachable(threads)
                     continue
-                kept_live: list[tuple[str, Any]] = []
-                kept_writes: list[tuple[str, Any]] = []
-                for ns, ids in fam.checkpoints.items():
-                    if not ids:
-                        continue
-                    for checkpoint_id in self._delta_chain(fam, ns, fam.ordered(ns)[-1]):
+                kept: dict[str, list[tuple[str, Any]]] = {t.live: [], t.writes: []}
+                for ns in t.checkpoints:
+                    for checkpoint_id in self._delta_chain(t, ns, t.ordered(ns)[-1]):
                         # parts first: a record is stored after the parts it names
-                        for path in sorted(self._record_paths(fam, ns, checkpoint_id), key=lambda p: ("/part/" not in p, p)):
-                            into = kept_writes if path.startswith(WRITES_ROOT) else kept_live
-                            into.append((path, self._read(fam, path)))
-                total = sum(len(v) for v in fam.views.values())
-                if total == len(kept_live) + len(kept_writes) and not any(fam.views.get(b) for b in fam.archives()):
+                        for path in sorted(self._record_paths(t, ns, checkpoint_id), key=lambda p: ("/part/" not in p, p)):
+                            kept[t.writes if path.startswith(WRITES_ROOT) else t.live].append((path, self._open(t, path).payload))
+                if sum(map(len, t.views.values())) == sum(map(len, kept.values())) and not any(t.views.get(b) for b in t.archives()):
                     continue  # nothing to drop
-                self._empty(fam)
-                if kept_live:
-                    self._append(fam, fam.live, kept_live)
-                if kept_writes:
-                    for i, (path, payload) in enumerate(kept_writes):
-                        if isinstance(payload, dict) and payload.get("lg") == "writes":  # a copy: read payloads are shared
-                            cp = fam.checkpoints.get(payload["checkpoint_ns"], {}).get(payload["checkpoint_id"])
-                            kept_writes[i] = (path, {**payload, "checkpoint_snapshot": fam.merged[cp].sid if cp else None})
-                    self._append(fam, fam.writes, kept_writes)
+                self._empty(t)
+                self._ensure(t, t.live)
+                if kept[t.live]:
+                    self._append(t, t.live, kept[t.live])
+                if kept[t.writes]:
+                    self._ensure(t, t.writes)
+                    self._append(t, t.writes, [(p, self._rebound(t, d)) for p, d in kept[t.writes]])
                 self._erase_unreachable(threads)  # the checkpoints the re-root let go
 
-    def _decoded(self, fam: _Family, path: str) -> tuple[dict[str, Any], str | None]:
-        """A stored checkpoint, decoded, and its parent's checkpoint id."""
-        record = self._checkpoint_record(fam, path)
-        payload = record.payload
-        checkpoint = self.serde.loads_typed(self._blob(fam, path, "checkpoint", payload["blobs"].get("checkpoint"), record))
-        if not isinstance(checkpoint, dict):
-            raise IntegrityError(f"the checkpoint in {path} is not a checkpoint; run verify()")
-        return checkpoint, payload.get("parent_checkpoint_id")
+    @staticmethod
+    def _rebound(t: _Thread, payload: Any) -> Any:
+        """A kept writes record bound to its checkpoint's record as stored again (a part: unchanged).
+        A copy: payloads read are shared with the cache."""
+        if not isinstance(payload, dict) or payload.get("lg") != "writes":
+            return payload
+        cp = t.checkpoints.get(payload["checkpoint_ns"], {}).get(payload["checkpoint_id"])
+        return {**payload, "checkpoint_snapshot": t.merged[cp].sid if cp else None}
 
-    def _delta_chain(self, fam: _Family, ns: str, checkpoint_id: str) -> list[str]:
+    def _delta_chain(self, t: _Thread, ns: str, checkpoint_id: str) -> list[str]:
         """The checkpoint ids ``prune`` keeps for ``checkpoint_id``, oldest first: it, and the ancestors
-        (on its parent chain) that ``get_delta_channel_history`` reads to rebuild its delta channels.
+        that ``get_delta_channel_history`` reads to rebuild its delta channels.
 
-        A delta channel needs the walk when the checkpoint has a version for it but no value; which
-        channels are delta channels is known from the metadata (``counters_since_delta_snapshot``)
-        and from any ancestor that holds a ``_DeltaSnapshot`` for it (channels such as
-        ``branch:to:node`` also have a version and no value, and need no walk). Each such channel
-        keeps the ancestors back to the nearest one holding a value for it (the seed, whose own
-        writes produce its child, so they are kept too), or back to the root if there is none.
+        A ``DeltaChannel`` (beta) stores its value only every ``snapshot_frequency`` updates; in
+        between LangGraph rebuilds it by walking the parent chain back to the nearest checkpoint
+        holding a value, replaying the pending writes on the way (the reducer lives in the graph,
+        so the saver cannot materialise it). A channel needs the walk when the checkpoint has a
+        version for it but no value and it is a delta channel: named in the metadata
+        (``counters_since_delta_snapshot``) or holding a ``_DeltaSnapshot`` in an ancestor (channels
+        such as ``branch:to:node`` also have a version and no value, and need no walk). Each keeps
+        the ancestors back to the nearest one holding a value for it (whose writes produce its child,
+        so they are kept too), or back to the root.
         """
-        ids = fam.checkpoints.get(ns, {})
-        checkpoint, parent = self._decoded(fam, ids[checkpoint_id])
+        ids = t.checkpoints.get(ns, {})
+        checkpoint, parent = self._decoded(t, ids[checkpoint_id])
         values = checkpoint.get("channel_values") or {}
         missing = {k for k in checkpoint.get("channel_versions") or {} if k not in values}
         if not missing or parent not in ids:
             return [checkpoint_id]
-        counted = set(self._metadata(fam, ids[checkpoint_id])[0].get("counters_since_delta_snapshot") or {})
+        counted = set(self._metadata(t, ids[checkpoint_id])[0].get("counters_since_delta_snapshot") or {})
         ancestors: list[tuple[str, dict[str, Any]]] = []
         seen = {checkpoint_id}
         while parent in ids and parent not in seen:  # a cycle cannot be written, but never loop on one
             seen.add(parent)
-            ancestor, grandparent = self._decoded(fam, ids[parent])
+            ancestor, grandparent = self._decoded(t, ids[parent])
             ancestors.append((parent, ancestor.get("channel_values") or {}))
             parent = grandparent
-        delta = counted | {k for _, vals in ancestors for k in missing if isinstance(vals.get(k), _DeltaSnapshot)}
-        remaining = missing & delta
+        remaining = missing & (counted | {k for _, vals in ancestors for k in missing if isinstance(vals.get(k), _DeltaSnapshot)})
         keep = 0
         for i, (_, vals) in enumerate(ancestors):
             if not remaining:
@@ -1299,13 +1099,8 @@ class _SovsealSaverBase(BaseCheckpointSaver[str]):
         return [cid for cid, _ in reversed(ancestors[:keep])] + [checkpoint_id]
 
     def get_next_version(self, current: str | None, channel: None) -> str:
-        if current is None:
-            current_v = 0
-        elif isinstance(current, int):
-            current_v = current
-        else:
-            current_v = int(str(current).split(".")[0])
-        return f"{current_v + 1:032}.{random.random():016}"  # nosec B311 -- a tie-breaker as in langgraph's InMemorySaver, not a secret
+        current_v = 0 if current is None else current if isinstance(current, int) else int(str(current).split(".")[0])
+        return f"{current_v + 1:032}.{random.random():016}"  # nosec B311 -- a tie-breaker as in InMemorySaver, not a secret
 
     # -- time travel and integrity -------------------------------------------------------------------
 
@@ -1340,40 +1135,34 @@ class _SovsealSaverBase(BaseCheckpointSaver[str]):
         thread_id = str(thread_id)
         problems: list[str] = []
         records = checkpoints = writes = 0
-        h = self._s.handle
         with self._s.lock:
             try:
-                fam = self._family(thread_id)
+                t = self._thread(thread_id)
             except IntegrityError as exc:  # a record on the thread's chains failed to open
-                self._s.families.pop(thread_id, None)
+                self._s.threads.pop(thread_id, None)
                 branches = sorted(n for n in self._names(refresh=True) if (p := parse_branch(n)) and p[0] == thread_id)
                 return ThreadVerification(thread_id, False, branches, 0, 0, 0, [str(exc)])
-            if fam is None:
+            if t is None:
                 return ThreadVerification(thread_id, False, [], 0, 0, 0, [f"no thread {thread_id!r} in this store"])
-            branches = sorted(fam.heads)
-            for branch in branches:
+            for branch in sorted(t.heads):
                 try:
-                    records += len(self._s.branch_view(branch).log())
+                    records += len(self._view(branch).log())
                 except IntegrityError as exc:
                     problems.append(f"branch {branch}: {exc}")
-            for ns, ids in fam.checkpoints.items():
+            for ns, ids in t.checkpoints.items():
                 for checkpoint_id in ids:
                     try:
-                        if self._tuple(fam, thread_id, ns, checkpoint_id) is not None:
-                            checkpoints += 1
-                        writes += len(fam.task_writes.get((ns, checkpoint_id), {}))
+                        checkpoints += self._tuple(t, ns, checkpoint_id) is not None
+                        writes += len(t.task_writes.get((ns, checkpoint_id), {}))
                     except Exception as exc:  # noqa: BLE001 - every failure is a finding
                         problems.append(f"checkpoint {ns!r}/{checkpoint_id}: {exc}")
-            problems.extend(f"store: {d}" for d in h.status().damage)
-        return ThreadVerification(thread_id, not problems, branches, records, checkpoints, writes, problems)
+            problems.extend(f"store: {d}" for d in self._s.handle.status().damage)
+            return ThreadVerification(thread_id, not problems, sorted(t.heads), records, checkpoints, writes, problems)
 
     # -- async: each operation runs whole in one worker thread ------------------------------------------
 
-    async def _run(self, fn: Callable[..., _T], *args: Any, **kwargs: Any) -> _T:
-        return await asyncio.to_thread(fn, *args, **kwargs)
-
     async def aget_tuple(self, config: RunnableConfig) -> CheckpointTuple | None:
-        return await self._run(self.get_tuple, config)
+        return await asyncio.to_thread(self.get_tuple, config)
 
     async def alist(
         self,
@@ -1383,71 +1172,53 @@ class _SovsealSaverBase(BaseCheckpointSaver[str]):
         before: RunnableConfig | None = None,
         limit: int | None = None,
     ) -> AsyncIterator[CheckpointTuple]:
-        remaining = limit
-        candidates: list[tuple[str, str, str]] | None = None
-        start = 0
-
-        def hop() -> tuple[list[tuple[str, str, str]], list[CheckpointTuple | None]]:
-            """One worker-thread hop: the candidates (on the first) and the next batch decoded."""
-            found = candidates if candidates is not None else self._listing(config, before, None if filter else limit)
-            size = _LIST_BATCH if filter or remaining is None else min(_LIST_BATCH, remaining)
-            return found, self._listed_batch(found[start : start + size], filter)
-
-        while candidates is None or start < len(candidates):
-            if remaining is not None and remaining <= 0:
-                return
-            candidates, decoded = await self._run(hop)
-            start += len(decoded)
-            for item in decoded:
-                if item is None:
-                    continue
-                if remaining is not None:
-                    if remaining <= 0:
-                        return
-                    remaining -= 1
+        batches = self._batches(config, filter, before, limit)  # each batch one worker-thread hop
+        while (batch := await asyncio.to_thread(next, batches, None)) is not None:
+            for item in batch:
                 yield item
 
     async def aput(
-        self,
-        config: RunnableConfig,
-        checkpoint: Checkpoint,
-        metadata: CheckpointMetadata,
-        new_versions: ChannelVersions,
+        self, config: RunnableConfig, checkpoint: Checkpoint, metadata: CheckpointMetadata, new_versions: ChannelVersions
     ) -> RunnableConfig:
-        return await self._run(self.put, config, checkpoint, metadata, new_versions)
+        return await asyncio.to_thread(self.put, config, checkpoint, metadata, new_versions)
 
-    async def aput_writes(
-        self,
-        config: RunnableConfig,
-        writes: Sequence[tuple[str, Any]],
-        task_id: str,
-        task_path: str = "",
-    ) -> None:
-        await self._run(self.put_writes, config, writes, task_id, task_path)
+    async def aput_writes(self, config: RunnableConfig, writes: Sequence[tuple[str, Any]], task_id: str, task_path: str = "") -> None:
+        await asyncio.to_thread(self.put_writes, config, writes, task_id, task_path)
 
     async def adelete_thread(self, thread_id: str) -> None:
-        await self._run(self.delete_thread, thread_id)
+        await asyncio.to_thread(self.delete_thread, thread_id)
 
     async def adelete_for_runs(self, run_ids: Sequence[str]) -> None:
-        await self._run(self.delete_for_runs, run_ids)
+        await asyncio.to_thread(self.delete_for_runs, run_ids)
 
     async def acopy_thread(self, source_thread_id: str, target_thread_id: str) -> None:
-        await self._run(self.copy_thread, source_thread_id, target_thread_id)
+        await asyncio.to_thread(self.copy_thread, source_thread_id, target_thread_id)
 
     async def aprune(self, thread_ids: Sequence[str], *, strategy: str = "keep_latest") -> None:
-        await self._run(self.prune, thread_ids, strategy=strategy)
+        await asyncio.to_thread(self.prune, thread_ids, strategy=strategy)
 
     async def arollback(self, config: RunnableConfig) -> RunnableConfig:
-        return await self._run(self.rollback, config)
+        return await asyncio.to_thread(self.rollback, config)
 
     async def averify(self, thread_id: str) -> ThreadVerification:
-        return await self._run(self.verify, thread_id)
-
-    # -- the sync guard (AsyncSovsealSaver refuses sync calls on its event loop's thread) ----------
+        return await asyncio.to_thread(self.verify, thread_id)
 
     def _guard(self) -> None:
-        """Nothing for SovsealSaver. The a* methods call the sync ones in a worker thread, which has
-        no running event loop, so AsyncSovsealSaver's guard never trips on them."""
+        """Nothing for SovsealSaver (AsyncSovsealSaver refuses sync calls on its event loop's thread;
+        the a* methods call the sync ones in a worker thread, which has no running loop)."""
+
+    @classmethod
+    def _opened(cls, path: Any, key: Any, embedder: Any, serde: SerializerProtocol | None, kwargs: dict[str, Any]) -> Self:
+        """A saver on a handle of its own (closed with the saver). Checkpoints are never recalled by
+        meaning, so unless ``embedder`` is given no model is loaded."""
+        handle = Sovseal(path, key=key, embedder=embedder or no_embedding, **kwargs)
+        try:
+            saver = cls(handle, serde=serde)
+        except BaseException:
+            handle.close()
+            raise
+        saver._s.owned = True
+        return saver
 
 
 class SovsealSaver(_SovsealSaverBase):
@@ -1470,18 +1241,8 @@ class SovsealSaver(_SovsealSaverBase):
         serde: SerializerProtocol | None = None,
         **sovseal_kwargs: Any,
     ) -> Iterator[SovsealSaver]:
-        """Open the store at ``path`` for checkpoints (its own handle, closed on exit).
-
-        Checkpoints are never recalled by meaning, so unless ``embedder`` is given no model is
-        loaded (a store of checkpoints is best kept in its own directory for that reason).
-        """
-        handle = Sovseal(path, key=key, embedder=embedder or no_embedding, **sovseal_kwargs)
-        try:
-            saver = cls(handle, serde=serde)
-            saver._s.owned = True
-        except BaseException:
-            handle.close()
-            raise
+        """Open the store at ``path`` for checkpoints (best kept in a directory of its own)."""
+        saver = cls._opened(path, key, embedder, serde, sovseal_kwargs)
         try:
             yield saver
         finally:
@@ -1493,8 +1254,8 @@ class AsyncSovsealSaver(_SovsealSaverBase):
 
     Every ``a*`` method runs its whole operation in one worker thread, so the event loop never
     blocks on disk or crypto. The sync methods work from other threads (LangGraph's sync nodes run
-    in a pool); called on the thread running the event loop they raise, as ``AsyncSqliteSaver``'s do,
-    since they would block it.
+    in a pool); called on the thread running the event loop they raise, as ``AsyncSqliteSaver``'s
+    do, since they would block it.
     """
 
     @classmethod
@@ -1509,18 +1270,7 @@ class AsyncSovsealSaver(_SovsealSaverBase):
         **sovseal_kwargs: Any,
     ) -> AsyncIterator[AsyncSovsealSaver]:
         """Open the store at ``path`` in a worker thread (opening replays its journal)."""
-
-        def opened() -> AsyncSovsealSaver:
-            handle = Sovseal(path, key=key, embedder=embedder or no_embedding, **sovseal_kwargs)
-            try:
-                saver = cls(handle, serde=serde)
-            except BaseException:
-                handle.close()
-                raise
-            saver._s.owned = True
-            return saver
-
-        saver = await asyncio.to_thread(opened)
+        saver = await asyncio.to_thread(cls._opened, path, key, embedder, serde, sovseal_kwargs)
         try:
             yield saver
         finally:
@@ -1535,4 +1285,3 @@ class AsyncSovsealSaver(_SovsealSaverBase):
             "Synchronous calls to AsyncSovsealSaver are only allowed from a thread without a running event loop. "
             "From async code use the a* methods (graph.ainvoke / astream / aget_state), or use SovsealSaver."
         )
-
