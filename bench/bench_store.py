@@ -41,7 +41,7 @@ def main() -> None:
     texts = [f"memory {i}: the user mentioned detail number {i} about their week" for i in range(args.n)]
     rng = np.random.default_rng(0)
     vectors = rng.standard_normal((args.n, DIM)).astype(np.float32)
-    table = {t: v for t, v in zip(texts, vectors, strict=True)}
+    table = dict(zip(texts, vectors, strict=True))
 
     def fixed_cost_embedder(batch: list[str]) -> np.ndarray:
         return np.stack([table.get(t, vectors[0]) for t in batch])

@@ -202,7 +202,7 @@ def section_embed(runs: dict[str, Any], img: Path) -> str:
         return missing("embed")
     r = run["results"]
     systems = r["systems"]
-    (ours_name, ours), (peer_name, peer) = list(systems.items())
+    (_, ours), (_, peer) = list(systems.items())
     targets = r["targets"]
     rows = [
         [name, f"{f(s['short_p50_ms'])} / {f(s['short_p95_ms'])}", f"{f(s['turn_p50_ms'])} / {f(s['turn_p95_ms'])}", f"{f(s['bulk_texts_per_s'], 0)} texts/s"]
@@ -377,8 +377,10 @@ def section_langgraph_delete(runs: dict[str, Any], img: Path) -> str:
         [
             "store check",
             f"`verify()` {'ok' if mine['verify_ok'] else '**failed**'}: {mine['records']:,} records, {mine['erased']:,} erased (skeletons)",
-            f"rows of deleted threads left: {theirs['rows_left']['checkpoints']} + {theirs['rows_left']['writes']}; "
-            f"{theirs['free_pages']:,} free pages ({f(theirs['free_pages'] * theirs['page_size'] / 1e6, 1)} MB)",
+            (
+                f"rows of deleted threads left: {theirs['rows_left']['checkpoints']} + {theirs['rows_left']['writes']}; "
+                f"{theirs['free_pages']:,} free pages ({f(theirs['free_pages'] * theirs['page_size'] / 1e6, 1)} MB)"
+            ),
         ],
         [
             "deleted threads' text in the files' bytes: before / after delete / after checkpoint / after VACUUM",
@@ -453,8 +455,10 @@ def section_llama_index(runs: dict[str, Any], img: Path) -> str:
         [
             provenance(run),
             table(["store", "build (s)", "nodes/s", "retrieve p50 (ms)", "p95 (ms)", "hit@10"], rows),
-            f"{r['turns']:,} turns. Build throughput sovseal / LanceDB: {ratio(s['nodes_per_s'], peer['nodes_per_s'])} "
-            f"(target ≥ 0.90×); retrieval p50 sovseal / LanceDB: {ratio(s['p50_ms'], peer['p50_ms'])} (target < 1).",
+            (
+                f"{r['turns']:,} turns. Build throughput sovseal / LanceDB: {ratio(s['nodes_per_s'], peer['nodes_per_s'])} "
+                f"(target ≥ 0.90×); retrieval p50 sovseal / LanceDB: {ratio(s['p50_ms'], peer['p50_ms'])} (target < 1)."
+            ),
             image(img, "llama_index_retrieve.png", "LlamaIndex retrieval latency distributions"),
         ]
     )
@@ -518,8 +522,8 @@ def section_recall_quality_beir(runs: dict[str, Any], img: Path) -> str:
         m = res[ds]
         cells = [f(m[x]["nDCG@10"], 3) if x in m else "—" for x in FUSIONS]
         cells[-1] = f"**{cells[-1]}**"
-        rows.append([f"{names[ds]} ({int(next(iter(m.values()))['queries'])} queries)"] + cells + [targets[ds]])
-    return "\n\n".join([provenance(run), table(["dataset (nDCG@10)"] + FUSIONS[:-1] + ["**sovseal**", "target"], rows)])
+        rows.append([f"{names[ds]} ({int(next(iter(m.values()))['queries'])} queries)", *cells, targets[ds]])
+    return "\n\n".join([provenance(run), table(["dataset (nDCG@10)", *FUSIONS[:-1], "**sovseal**", "target"], rows)])
 
 
 RECALL_LATENCY_RUNS = ("recall_latency_10k", "recall_latency_100k", "recall_latency_1m")

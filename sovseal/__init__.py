@@ -9,9 +9,14 @@ from __future__ import annotations
 import importlib
 from typing import TYPE_CHECKING, Any
 
-if TYPE_CHECKING:
-    from .client import AsyncSovseal, Sovseal
-    from .models import LogEntry, Memory, Status, StoreResult, VerifyReport
+if TYPE_CHECKING:  # the names re-exported, for type checkers (`X as X`: an explicit re-export)
+    from .client import AsyncSovseal as AsyncSovseal
+    from .client import Sovseal as Sovseal
+    from .models import LogEntry as LogEntry
+    from .models import Memory as Memory
+    from .models import Status as Status
+    from .models import StoreResult as StoreResult
+    from .models import VerifyReport as VerifyReport
 
 _HOMES = {
     "AsyncSovseal": ".client",
@@ -23,7 +28,7 @@ _HOMES = {
     "VerifyReport": ".models",
 }
 
-__all__ = sorted(_HOMES)
+__all__ = ["AsyncSovseal", "LogEntry", "Memory", "Sovseal", "Status", "StoreResult", "VerifyReport"]  # the keys of _HOMES
 __version__ = "0.1.0"
 
 

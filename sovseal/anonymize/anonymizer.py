@@ -115,7 +115,7 @@ _default_lock = threading.Lock()
 
 def default_anonymizer() -> Anonymizer:
     """The process-wide anonymizer behind :func:`anonymize` and :func:`deanonymize`."""
-    global _default
+    global _default  # noqa: PLW0603 - built once, on first use, under the lock
     with _default_lock:
         if _default is None:
             _default = Anonymizer()

@@ -180,11 +180,10 @@ def apply_step(mem: Sovseal, step: Step) -> int:
         elif w.op == "delete":
             if current is not None and mem.delete(w.path) is not None:
                 made += 1
-        elif w.op == "reinforce":
-            # Reinforcement is not a snapshot; a reinforcement later than the plan is this one, applied before a crash.
-            if current is not None and (current.last_reinforced is None or current.last_reinforced < planned):
-                mem.reinforce(w.path)
-                made += 1
+        # Reinforcement is not a snapshot; a reinforcement later than the plan is this one, applied before a crash.
+        elif w.op == "reinforce" and current is not None and (current.last_reinforced is None or current.last_reinforced < planned):
+            mem.reinforce(w.path)
+            made += 1
     step.state = "done"
     save_step(mem, step)
     return made

@@ -101,7 +101,7 @@ def test_the_map_never_reaches_the_store_directory_or_a_log(
     logged += out + err
     files = [p for p in store_dir.rglob("*") if p.is_file()]
     assert files
-    for original in originals + [session_id]:
+    for original in [*originals, session_id]:
         assert original not in logged, original
         for variant in {original, original.lower(), original.replace(" ", "")}:
             for path in files:

@@ -244,6 +244,7 @@ def test_a_killed_run_resumes_to_the_same_result(tmp_path: Path, key: bytes, mod
     child = subprocess.run(
         [sys.executable, "-m", "tests.consolidate.crash_run", str(store), key.hex(), mode, str(n)],
         cwd=Path(__file__).parents[2], env={**os.environ, "PYTHONPATH": str(Path(__file__).parents[2])}, capture_output=True, text=True,
+        check=False,
     )
     assert child.returncode == -signal.SIGKILL, child.stderr
     with Sovseal(store, key=key, embedder=fake_embed) as mem:

@@ -56,8 +56,8 @@ def _same(left: dict[str, np.ndarray], right: dict[str, np.ndarray]) -> None:
     for name in left:
         if name.startswith("v") and name.endswith(".paths"):
             view = name[: -len(".paths")]
-            assert dict(zip(left[name].tolist(), left[f"{view}.nodes"].tolist())) == dict(
-                zip(right[name].tolist(), right[f"{view}.nodes"].tolist())
+            assert dict(zip(left[name].tolist(), left[f"{view}.nodes"].tolist(), strict=True)) == dict(
+                zip(right[name].tolist(), right[f"{view}.nodes"].tolist(), strict=True)
             ), view
         elif not name.endswith(".nodes"):
             assert np.array_equal(left[name], right[name], equal_nan=left[name].dtype.kind == "f"), name

@@ -304,7 +304,7 @@ def test_store_uuid_is_created_once_and_keeps_other_fields(tmp_path: Path) -> No
 
 def test_unreadable_store_json_is_an_error(tmp_path: Path) -> None:
     (tmp_path / "store.json").write_text("{not json")
-    with pytest.raises(KeyUnavailableError, match="store.json"):
+    with pytest.raises(KeyUnavailableError, match=r"store\.json"):
         store_uuid(tmp_path)
 
 

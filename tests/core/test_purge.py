@@ -372,7 +372,7 @@ def test_compaction_refuses_a_damaged_journal_and_changes_nothing(tmp_path: Path
     data = bytearray(journal.read_bytes())
     data[120] ^= 1  # inside the first frames
     journal.write_bytes(bytes(data))
-    with _open(directory, key) as mem, pytest.raises(Exception, match="damage|authentication"):
+    with _open(directory, key) as mem, pytest.raises(Exception, match=r"damage|authentication"):
         mem.compact()
     assert journal.read_bytes() == bytes(data)
 

@@ -74,7 +74,7 @@ def test_rotation_keeps_every_snapshot_id_and_the_old_key_opens_nothing(tmp_path
     new, _ = load_master_key(directory, create=False)
     assert new != old and Sealing(new).key_id == result.new_key_id and staged_key(directory) is None
     assert _observed(directory) == before
-    with pytest.raises(KeyUnavailableError, match="created with key id|rotated"):
+    with pytest.raises(KeyUnavailableError, match=r"created with key id|rotated"):
         Sovseal(directory, key=old, embedder=fake_embed)
     with Sovseal(directory, embedder=fake_embed) as mem:
         assert mem.status().key_id == result.new_key_id

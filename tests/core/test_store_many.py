@@ -108,7 +108,7 @@ def test_a_batch_is_made_durable_with_one_journal_fsync(store_dir: Path, key: by
         monkeypatch.setattr(os, "fsync", traced)
         results = mem.store_many([{"path": f"p{i}", "payload": i} for i in range(50)])
         monkeypatch.setattr(os, "fsync", real_fsync)
-        assert len(results) == 50 and len(set(r.snapshot_id for r in results)) == 50
+        assert len(results) == 50 and len({r.snapshot_id for r in results}) == 50
         assert len(synced) == 1, f"expected one fsync for the batch, got {len(synced)}"
     with Sovseal(store_dir, key=key, embedder=fake_embed) as again:
         assert [again.get(f"p{i}").payload for i in range(50)] == list(range(50))  # type: ignore[union-attr]

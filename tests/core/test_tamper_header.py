@@ -51,7 +51,7 @@ def test_a_format_1_journal_is_refused_with_a_typed_error_and_left_unchanged(tmp
     )
     (store_dir / "journal.log").write_bytes(old)
     meta = (store_dir / "store.json").read_bytes()
-    with pytest.raises(JournalFormatError, match="format 1.*sovseal export"):
+    with pytest.raises(JournalFormatError, match=r"format 1.*sovseal export"):
         Sovseal(store_dir, key=key, embedder=fake_embed)
     assert (store_dir / "journal.log").read_bytes() == old
     assert (store_dir / "store.json").read_bytes() == meta

@@ -21,7 +21,7 @@ def test_a_view_works_on_its_branch_without_moving_the_original(mem: Sovseal) ->
     assert mem.branch == "main" and side.branch == "side"
     assert mem.state() == {"a": "on main"}
     assert side.state() == {"a": "on main", "b": "only on the side branch"}
-    assert [m.path for m in side.recall("only on the side branch", k=5)][0] == "b"
+    assert side.recall("only on the side branch", k=5)[0].path == "b"
     assert "b" not in {m.path for m in mem.recall("only on the side branch", k=5)}
     assert side._shared is mem._shared  # one index, one catalog, one embedder
 

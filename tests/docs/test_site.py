@@ -33,6 +33,7 @@ def test_mkdocs_build_strict(tmp_path: Path) -> None:
         capture_output=True,
         text=True,
         timeout=120,
+        check=False,
     )
     assert result.returncode == 0, result.stdout + result.stderr
     assert "WARNING" not in result.stderr, result.stderr

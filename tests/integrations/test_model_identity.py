@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import os
 from pathlib import Path
+from typing import ClassVar
 
 from sovseal import Sovseal
 from tests.fakes import FAKE_DIM, fake_embed
@@ -14,7 +15,7 @@ from tests.fakes import FAKE_DIM, fake_embed
 class _Fingerprinted:
     """``fake_embed`` as a model with a declared fingerprint (as the on-device Embedder has)."""
 
-    fingerprint = {"model": "fake", "dim": FAKE_DIM}
+    fingerprint: ClassVar[dict[str, object]] = {"model": "fake", "dim": FAKE_DIM}
 
     def __call__(self, texts):  # type: ignore[no-untyped-def]
         return fake_embed(texts)

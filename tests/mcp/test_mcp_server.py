@@ -147,6 +147,6 @@ def test_a_store_that_cannot_be_opened_exits_with_one_line(tmp_path: Path) -> No
     env = clean_env(home)
     subprocess.run([_script(), "init"], env=env, check=True, capture_output=True)
     del env["SOVSEAL_KEY_FALLBACK"]
-    proc = subprocess.run([_script(), "mcp"], env=env, capture_output=True, text=True, stdin=subprocess.DEVNULL, timeout=60)
+    proc = subprocess.run([_script(), "mcp"], env=env, capture_output=True, text=True, stdin=subprocess.DEVNULL, timeout=60, check=False)
     assert proc.returncode == 4 and proc.stdout == ""
     assert proc.stderr.startswith("error: ") and proc.stderr.count("\n") == 1 and "Traceback" not in proc.stderr

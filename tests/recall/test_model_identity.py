@@ -145,7 +145,7 @@ def test_the_same_dimension_with_another_declared_model_is_refused(store_dir: Pa
     assert recorded(store_dir)["fingerprint"] == "acme-embed-v1"
     with (
         Sovseal(store_dir, key=key, embedder=Declared("acme-embed-v2")) as mem,
-        pytest.raises(EmbedderMismatchError, match="acme-embed-v1.*acme-embed-v2"),
+        pytest.raises(EmbedderMismatchError, match=r"acme-embed-v1.*acme-embed-v2"),
     ):
         mem.recall("Berlin")
 

@@ -51,7 +51,7 @@ def percentile(samples: Sequence[float], q: float) -> float:
     ordered = sorted(samples)
     if not ordered:
         return float("nan")
-    rank = max(1, min(len(ordered), int(round(q * len(ordered) + 0.5))))
+    rank = max(1, min(len(ordered), round(q * len(ordered) + 0.5)))
     return ordered[rank - 1]
 
 

@@ -384,9 +384,11 @@ class HostileServer:
 @pytest.fixture(scope="module")
 def hostile(target: Target, tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[HostileServer, Sovseal]]:
     server = HostileServer()
-    with memory_dir(tmp_path_factory.mktemp("hostile")) as scratch:
-        with Sovseal(scratch / "device", key=os.urandom(32), embedder=fake_embed, endpoint=server.url, api_key="sov_x") as mem:
-            yield server, mem
+    with (
+        memory_dir(tmp_path_factory.mktemp("hostile")) as scratch,
+        Sovseal(scratch / "device", key=os.urandom(32), embedder=fake_embed, endpoint=server.url, api_key="sov_x") as mem,
+    ):
+        yield server, mem
     server.httpd.shutdown()
 
 

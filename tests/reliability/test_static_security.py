@@ -32,7 +32,7 @@ def test_bandit_finds_nothing_unjustified() -> None:
     sources = [str(p) for p in SOURCES if p.is_dir()]
     assert sources and str(ROOT / "sovseal") in sources
     run = subprocess.run(  # nosec B603 -- fixed argv: this interpreter running bandit on our own sources
-        [sys.executable, "-m", "bandit", "-q", "-r", "-f", "json", *sources], capture_output=True, text=True, timeout=300
+        [sys.executable, "-m", "bandit", "-q", "-r", "-f", "json", *sources], capture_output=True, text=True, timeout=300, check=False
     )
     report = json.loads(run.stdout)
     assert not report["errors"], report["errors"]

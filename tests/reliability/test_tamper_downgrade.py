@@ -144,7 +144,7 @@ def test_random_bit_flips_anywhere_in_the_journal_are_detected(
     seed = int.from_bytes(os.urandom(4), "big")
     rng = random.Random(seed)
     counts: dict[str, int] = {}
-    for trial in range(scale(60, 3000)):
+    for _ in range(scale(60, 3000)):
         store = fresh_copy(src, tmp_path / "flip")
         data = bytearray((store / "journal.log").read_bytes())
         position = rng.randrange(size)

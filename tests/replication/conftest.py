@@ -80,6 +80,7 @@ def postgres_url() -> Iterator[str]:
         started = subprocess.run(
             [*prefix, str(bindir / "pg_ctl"), "-D", str(data), "-l", str(logfile), "-w", "-t", "60", "-o", options, "start"],
             capture_output=True,
+            check=False,
         )
         if started.returncode == 0:
             break
@@ -88,7 +89,7 @@ def postgres_url() -> Iterator[str]:
     try:
         yield f"postgresql://postgres@127.0.0.1:{port}"
     finally:
-        subprocess.run([*prefix, str(bindir / "pg_ctl"), "-D", str(data), "-m", "immediate", "stop"], capture_output=True)
+        subprocess.run([*prefix, str(bindir / "pg_ctl"), "-D", str(data), "-m", "immediate", "stop"], capture_output=True, check=False)
         shutil.rmtree(tmp, ignore_errors=True)
 
 

@@ -437,7 +437,7 @@ def measure_pull(store: str, key_hex: str, endpoint: str, api_key: str, config: 
 #: What ``serve`` can run by hand, by name (the figures in docs/reliability.md, "A hostile server").
 BY_NAME: dict[str, Callable[[], Behaviour]] = {
     "huge-page": lambda: HugePage(int(1.5 * 1024 * MiB)),
-    "orphans": lambda: EndlessOrphans(),
+    "orphans": EndlessOrphans,
     "fat-orphans": lambda: EndlessOrphans(sealed_size=60_000),
     "drip": lambda: Drip(Fixed(b'{"records":[],"cursor":0,"last":0,"more":false,"held":0}'), 3.0),
 }

@@ -138,9 +138,9 @@ class World:
                 continue
             log = [e[0] for e in first[branch]["log"]]
             assert sid in log, f"an acknowledged write of {path} on {branch} vanished"
-        for branch, seen in first.items():
+        for seen in first.values():
             latest: dict[str, str] = {}
-            for sid, _, _, op, path, _ in seen["log"]:
+            for _, _, _, op, path, _ in seen["log"]:
                 latest.setdefault(path, op)
             assert set(seen["state"]) == {p for p, op in latest.items() if op == "store"}
         return first

@@ -346,7 +346,7 @@ def test_a_poison_item_the_server_does_not_name_is_isolated_by_bisection(tmp_pat
         with open_mem(tmp_path / "one", key, proxy.url, api, replication_config=dataclasses.replace(FAST, batch_items=32)) as one:
             one.on("replication-error", errors.append)
             assert one.replication is not None
-            wait_for(lambda: one.replication.rejected(), what="the quarantined item")  # type: ignore[union-attr]
+            wait_for(one.replication.rejected, what="the quarantined item")
             one.replication.flush(10)
             assert [r.id for r in one.replication.rejected()] == poison
             assert one.status().outbox_records == 1

@@ -37,9 +37,8 @@ def _guard(event: str, args: tuple) -> None:
         address = args[1]
         if isinstance(address, tuple) and not _is_local(address[0]):
             _refuse(event, address)
-    elif event in ("socket.getaddrinfo", "socket.gethostbyname", "socket.gethostbyname_ex"):
-        if not _is_local(args[0]):
-            _refuse(event, args[0])
+    elif event in ("socket.getaddrinfo", "socket.gethostbyname", "socket.gethostbyname_ex") and not _is_local(args[0]):
+        _refuse(event, args[0])
 
 
 if _LOG:
