@@ -12,9 +12,18 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 from langgraph.checkpoint.sovseal import SovsealSaver
-from langgraph.checkpoint.sovseal._common import PART_BYTES, RECORD_BLOB_CHARS, decode_blob, encode_blob, encode_bytes, latin1_size
-from langgraph.checkpoint.sovseal._layout import checkpoint_path, live_branch, pack_blobs
+from langgraph.checkpoint.sovseal._common import (
+    PART_BYTES,
+    RECORD_BLOB_CHARS,
+    decode_blob,
+    encode_blob,
+    encode_bytes,
+    latin1_size,
+    no_embedding,
+)
+from langgraph.checkpoint.sovseal._layout import checkpoint_path, live_branch, pack_blobs, writes_branch
 
+from sovseal import Sovseal
 from sovseal.canonical import canonicalize
 from sovseal.entries import MAX_ENTRY_BYTES
 from sovseal.errors import IntegrityError
@@ -112,3 +121,42 @@ def test_list_and_alist_limit_before_and_filter(saver: SovsealSaver) -> None:
     assert asyncio.run(collect(filter={"source": "loop"}, limit=17)) == newest_first[:17]
     assert asyncio.run(collect(filter={"source": "input"})) == []
     assert saver.get_tuple(thread).checkpoint["id"] == made[-1]
+
+
+def test_threads_rooted_on_the_anchor_still_read_and_write(saver_dir: Path, key: bytes) -> None:
+    """Stores written before the SDK could create an empty branch: the first saver made the branch
+    ``langgraph:anchor`` (a marker record and its tombstone: nothing visible), every thread branch was
+    forked at it, and delete_thread rolled a thread's branches back to it. Such threads read, grow,
+    fork, copy, prune and delete as new ones do; a thread left at the anchor reads as empty."""
+    with Sovseal(saver_dir, key=key, embedder=no_embedding) as handle:
+        anchor = handle.view()
+        anchor.fork(None, branch="langgraph:anchor")
+        anchor.store("langgraph/anchor", {"anchor": "langgraph"}, type="procedural", provenance="observed", index=False)
+        anchor.delete("langgraph/anchor")
+        root = anchor.snapshot()
+        for thread in ("old", "deleted"):
+            handle.create_branch(live_branch(thread), root)
+            handle.create_branch(writes_branch(thread), root)
+        saver = SovsealSaver(handle)  # writes its records on the anchor-rooted branches
+        a = put(saver, "old", n=0)
+        b = put(saver, "old", a, n=1)
+        saver.put_writes(b, [("n", 2)], "task")
+    with SovsealSaver.open(saver_dir, key=key) as saver:
+        thread = {"configurable": {"thread_id": "old"}}
+        assert [t.checkpoint["channel_values"] for t in saver.list(thread)] == [{"n": 1}, {"n": 0}]
+        assert saver.get_tuple(thread).pending_writes == [("task", "n", 2)]
+        assert saver.get_tuple({"configurable": {"thread_id": "deleted"}}) is None
+        assert list(saver.list({"configurable": {"thread_id": "deleted"}})) == []
+        put(saver, "deleted", n=7)
+        assert [t.checkpoint["channel_values"] for t in saver.list({"configurable": {"thread_id": "deleted"}})] == [{"n": 7}]
+        fork = put(saver, "old", a, n=10)  # time travel: the old future goes to an archive branch
+        assert len(list(saver.list(thread))) == 3 and saver.get_tuple(thread).config == fork
+        saver.copy_thread("old", "copy")
+        assert [t.checkpoint["id"] for t in saver.list({"configurable": {"thread_id": "copy"}})] == [
+            t.checkpoint["id"] for t in saver.list(thread)
+        ]
+        saver.prune(["old"], strategy="keep_latest")
+        assert [t.config for t in saver.list(thread)] == [fork]
+        assert saver.verify("old").ok and saver.verify("copy").ok and saver.verify("deleted").ok
+        saver.delete_thread("old")
+        assert saver.get_tuple(thread) is None and len(list(saver.list({"configurable": {"thread_id": "copy"}}))) == 3
