@@ -58,8 +58,12 @@ EVENTS = ("replication-error", "replicated", "conflict")
 MAX_RECALL_K = 1000
 
 
+def _at(ts: float) -> datetime:
+    return datetime.fromtimestamp(ts, UTC)
+
+
 def _dt(ts: float | None) -> datetime | None:
-    return None if ts is None else datetime.fromtimestamp(ts, UTC)
+    return None if ts is None else _at(ts)
 
 
 
@@ -478,7 +482,7 @@ class Sovseal:
             if indexed and (index := self._index_if_current()) is not None and index.dim != given.shape[1]:
                 raise InvalidInputError(f"vectors have {given.shape[1]} dimensions; this store's index has {index.dim}")
             norms = np.linalg.norm(given, axis=1, keepdims=True)
-            given = given / np.where(norms == 0, 1, norms)
+            given = (given / np.where(norms == 0, 1, norms)).astype(np.float32, copy=False)
             rows = {i: given[i] for i in indexed}
         elif indexed:
             embedded = self._embed([memory_text(entries[i]) for i in indexed])
@@ -522,6 +526,18 @@ class Sovseal:
             return None
         return StoreResult(appended.snapshot_id, replicated=False)
 
+    def delete_many(self, paths: Sequence[str]) -> list[StoreResult | None]:
+        """Tombstones for ``paths`` in order, with one fsync for all (None for a path not visible,
+        as :meth:`delete` returns). Every path is checked before anything is written."""
+        self._check_open()
+        if isinstance(paths, (str, bytes)) or not isinstance(paths, Sequence):
+            raise InvalidInputError("delete_many takes a list of paths")
+        entries = [make_entry("delete", path) for path in paths]
+        if self.replication is not None:
+            self.replication.wait_for_room()  # backpressure: the outbox is over max_outbox_bytes
+        appended = self._store.append_many(self.branch, entries)
+        return [None if done is None else StoreResult(done.snapshot_id, replicated=False) for done in appended]
+
     def reinforce(self, path: str) -> StoreResult | None:
         """Reinforce the memory visible at ``path``, as storing its value again would (no new
         snapshot; ``reinforce_count`` + 1). None if nothing is visible there.
@@ -547,11 +563,38 @@ class Sovseal:
             snapshot_id = self.snapshot()
         if branch is None:
             branch = f"fork-{os.urandom(4).hex()}"
-        if not isinstance(branch, str) or not branch.strip():
-            raise InvalidInputError(f"branch must be a non-empty string; got {branch!r}")
-        self._store.create_branch(branch, snapshot_id)
+        self.create_branch(branch, snapshot_id)
         self.branch = branch
         return branch
+
+    def create_branch(self, name: str, at: str | None = None) -> None:
+        """Create the branch ``name`` whose HEAD is snapshot ``at``, or an empty branch (nothing
+        visible) without ``at``. This handle stays on its branch: use :meth:`view` to work on the
+        new one. InvalidInputError if a branch of that name exists."""
+        self._check_open()
+        if not isinstance(name, str) or not name.strip():
+            raise InvalidInputError(f"a branch name must be a non-empty string; got {name!r}")
+        if at is not None and not isinstance(at, str):
+            raise InvalidInputError(f"at must be a snapshot id such as 'snap_<64 hex>' or None; got {at!r}")
+        self._store.create_branch(name, at)
+
+    def delete_branch(self, name: str) -> None:
+        """Delete the branch ``name``: it is no longer listed and cannot be read or written.
+
+        Append-only, like a delete of a path: the branch's records stay in the lineage (other
+        branches may share them) until ``purge(unreachable=True)`` erases what nothing reaches.
+        The name can be created again. A write another device made to the branch concurrently
+        wins: after a pull the branch is back with that write. This handle's own branch and the
+        default branch cannot be deleted (check out another branch first; roll the default back
+        instead). UnknownBranchError if there is no such branch.
+        """
+        self._check_open()
+        name = self._branch_arg(name)
+        if name == self.branch:
+            raise InvalidInputError(f"{name!r} is this handle's current branch; checkout() another branch before deleting it")
+        if name == DEFAULT_BRANCH:
+            raise InvalidInputError(f"the default branch {name!r} cannot be deleted; rollback() it or purge() what it holds")
+        self._store.delete_branch(name)
 
     def checkout(self, branch: str) -> None:
         """Make ``branch`` this handle's current branch."""
@@ -576,19 +619,56 @@ class Sovseal:
             type=entry.type,
             provenance=entry.provenance,
             snapshot_id=opened.snapshot_id,
-            created_at=_dt(node.created_at),
+            created_at=_at(node.created_at),
             reinforce_count=node.reinforce_count,
             last_reinforced=_dt(node.last_reinforced),
             score=score,
         )
 
-    def get(self, path: str) -> Memory | None:
-        """The memory visible at ``path`` on this branch's HEAD, or None."""
+    def _branch_arg(self, branch: object) -> str:
+        """``branch=`` of a read: None is this handle's branch; anything else must be a name."""
+        if branch is None:
+            return self.branch
+        if not isinstance(branch, str) or not branch:
+            raise InvalidInputError(f"branch must be a branch name (a non-empty string); got {branch!r}")
+        return branch
+
+    def get(self, path: str, *, branch: str | None = None) -> Memory | None:
+        """The memory visible at ``path`` on the HEAD of ``branch`` (default: this handle's), or None."""
         self._check_open()
         entry = make_entry("store", path)
+        name = self._branch_arg(branch)
         with self._store.reading() as lineage:
-            idx = lineage.view(self._store.branch(self.branch)).get(self._store.path_hash(entry.path))
+            idx = lineage.view(self._store.branch(name)).get(self._store.path_hash(entry.path))
             return None if idx is None else self._memory(self._store.open(idx))
+
+    def paths(self, prefix: str = "", *, branch: str | None = None) -> list[str]:
+        """The paths visible at the HEAD of ``branch`` (default: this handle's) that start with
+        ``prefix``, sorted. Answered from the recall catalog: nothing is decrypted."""
+        self._check_open()
+        if not isinstance(prefix, str):
+            raise InvalidInputError(f"prefix must be a string, got {type(prefix).__name__}")
+        from .recall import parse_filter
+
+        tree = parse_filter({"path_prefix": prefix}) if prefix else None
+        return [path for _, path in self._recall_engine().select(self._branch_arg(branch), tree)]
+
+    def find(self, filter: Mapping[str, Any] | None = None, *, branch: str | None = None, limit: int | None = None) -> list[Memory]:
+        """The memories visible at the HEAD of ``branch`` (default: this handle's) that match
+        ``filter``, sorted by path, at most ``limit`` of them.
+
+        ``filter`` is recall's filter language (docs/recall.md: path prefix, path, type,
+        provenance, metadata operators, ``$and``/``$or``/``$not``); without one, every visible
+        memory. The records are chosen from the catalog and only those are decrypted, each
+        checked as ``get`` checks it. Unlike recall, records stored with ``index=False`` match.
+        """
+        self._check_open()
+        if limit is not None and (not isinstance(limit, int) or isinstance(limit, bool) or limit < 0):
+            raise InvalidInputError(f"limit must be a non-negative integer or None; got {limit!r}")
+        from .recall import parse_filter
+
+        chosen = self._recall_engine().select(self._branch_arg(branch), parse_filter(filter))
+        return [self._memory(self._store.open(idx)) for idx, _ in chosen[:limit]]
 
     def recheck(self, *snapshot_ids: str) -> None:
         """Check that records are still the bytes that were authenticated, without decrypting them.
@@ -609,11 +689,12 @@ class Sovseal:
 
         return related(self, path, relation=relation)
 
-    def snapshot(self) -> str | None:
-        """This branch's HEAD snapshot id (None for a branch with no snapshot yet)."""
+    def snapshot(self, *, branch: str | None = None) -> str | None:
+        """The HEAD snapshot id of ``branch`` (default: this handle's; None for a branch with no snapshot yet)."""
         self._check_open()
+        name = self._branch_arg(branch)
         with self._store.reading():
-            head = self._store.branch(self.branch).head
+            head = self._store.branch(name).head
             return self._store.sid_of(head) if head >= 0 else None
 
     def branches(self) -> list[str]:
@@ -621,26 +702,30 @@ class Sovseal:
         with self._store.reading():
             return self._store.branch_names()
 
-    def state(self) -> dict[str, Any]:
-        """Every path visible at HEAD and its payload: the fold of the chain from genesis to HEAD."""
+    def state(self, *, branch: str | None = None) -> dict[str, Any]:
+        """Every path visible at the HEAD of ``branch`` (default: this handle's) and its payload:
+        the fold of the chain from genesis to HEAD. It opens every visible record; ``paths`` and
+        ``find`` select from the catalog first."""
         self._check_open()
+        name = self._branch_arg(branch)
         with self._store.reading() as lineage:
-            view = lineage.view(self._store.branch(self.branch))
+            view = lineage.view(self._store.branch(name))
             opened = [self._store.open(idx).entry for idx in view.values()]
         return {e.path: e.payload for e in sorted(opened, key=lambda e: e.path)}
 
-    def log(self, *, limit: int | None = None) -> list[LogEntry]:
+    def log(self, *, limit: int | None = None, branch: str | None = None) -> list[LogEntry]:
         """The snapshots from HEAD back to genesis, newest first by (clock, wire id).
 
         With several heads (a pull brought concurrent writes) it holds everything every head
         holds; the order is the same on every device with the same snapshots."""
         self._check_open()
+        name = self._branch_arg(branch)
         out: list[LogEntry] = []
         with self._store.reading() as lineage:
-            for node in itertools.islice(lineage.history(self._store.branch(self.branch).heads.values()), limit):
+            for node in itertools.islice(lineage.history(self._store.branch(name).heads.values()), limit):
                 if node.redacted:
                     sid, parent = self._store.sid_of(node.idx), self._store.parent_id(node.idx)
-                    out.append(LogEntry(sid, parent, node.seq, "erased", "", _dt(node.created_at)))
+                    out.append(LogEntry(sid, parent, node.seq, "erased", "", _at(node.created_at)))
                     continue
                 opened = self._store.open(node.idx)
                 out.append(
@@ -650,7 +735,7 @@ class Sovseal:
                         node.seq,
                         "delete" if node.op is Op.DELETE else "store",
                         opened.entry.path,
-                        _dt(node.created_at),
+                        _at(node.created_at),
                     )
                 )
         return out
@@ -719,10 +804,7 @@ class Sovseal:
         from .recall import parse_filter
 
         tree = parse_filter(filter)
-        if branch is None:
-            branch = self.branch
-        elif not isinstance(branch, str) or not branch:
-            raise InvalidInputError(f"branch must be a branch name (a non-empty string); got {branch!r}")
+        branch = self._branch_arg(branch)
         with self._store.reading():
             self._store.branch(branch)
         return tree, branch
@@ -806,10 +888,10 @@ class Sovseal:
             description = {"prefix": prefixes[0]} if isinstance(prefix, str) else {"prefixes": prefixes}
             what = f"no path under {prefixes[0]!r}" if len(prefixes) == 1 else f"no path under the {len(prefixes)} prefixes"
         elif path is not None:
-            named = [path] if isinstance(path, str) else list(path)
-            if not named:
+            listed = [path] if isinstance(path, str) else list(path)
+            if not listed:
                 raise InvalidInputError("purge needs at least one path")
-            checked = [make_entry("store", p).path for p in named]
+            checked = [make_entry("store", p).path for p in listed]
             wanted = {self._store.path_hash(p) for p in checked}
 
             def select(lineage: Lineage) -> list[int]:
@@ -827,8 +909,8 @@ class Sovseal:
             chosen = select
 
             def select(lineage: Lineage) -> list[int]:
-                found = set(_unreachable(lineage))
-                return [idx for idx in chosen(lineage) if idx in found]
+                reachable_from_nothing = set(_unreachable(lineage))
+                return [idx for idx in chosen(lineage) if idx in reachable_from_nothing]
 
             description["unreachable"] = True
         erased, named = self._store.purge(select, {**description, "reason": reason})
@@ -1039,7 +1121,7 @@ class Sovseal:
         a pull brought concurrent writes (the next write merges them). None stands for a branch
         with no snapshot yet. UnknownBranchError for a branch that does not exist."""
         self._check_open()
-        name = branch or self.branch
+        name = self._branch_arg(branch)
         with self._store.reading():
             self._store.branch(name)
             return self._heads(name)
@@ -1051,7 +1133,7 @@ class Sovseal:
         Empty once the branch has one head again: a local write after a pull merges the heads.
         """
         self._check_open()
-        name = branch or self.branch
+        name = self._branch_arg(branch)
         out: list[Conflict] = []
         with self._store.reading() as lineage:
             found = lineage.conflicts(self._store.branch(name))
@@ -1060,7 +1142,7 @@ class Sovseal:
                 if not opened:
                     continue
                 versions = [
-                    Version(o.snapshot_id, None if o.entry.op == "delete" else o.entry.payload, o.entry.op == "delete", _dt(o.node.created_at))
+                    Version(o.snapshot_id, None if o.entry.op == "delete" else o.entry.payload, o.entry.op == "delete", _at(o.node.created_at))
                     for o in opened
                 ]
                 out.append(Conflict(name, opened[0].entry.path, versions, versions[0].snapshot_id))
@@ -1101,8 +1183,14 @@ class AsyncSovseal:
     async def recall(self, query: str, **kwargs: Any) -> list[Memory]:
         return await asyncio.to_thread(self._sync.recall, query, **kwargs)
 
-    async def get(self, path: str) -> Memory | None:
-        return await asyncio.to_thread(self._sync.get, path)
+    async def get(self, path: str, *, branch: str | None = None) -> Memory | None:
+        return await asyncio.to_thread(self._sync.get, path, branch=branch)
+
+    async def paths(self, prefix: str = "", *, branch: str | None = None) -> list[str]:
+        return await asyncio.to_thread(self._sync.paths, prefix, branch=branch)
+
+    async def find(self, filter: Mapping[str, Any] | None = None, *, branch: str | None = None, limit: int | None = None) -> list[Memory]:
+        return await asyncio.to_thread(self._sync.find, filter, branch=branch, limit=limit)
 
     async def recheck(self, *snapshot_ids: str) -> None:
         await asyncio.to_thread(self._sync.recheck, *snapshot_ids)
@@ -1110,17 +1198,29 @@ class AsyncSovseal:
     async def delete(self, path: str) -> StoreResult | None:
         return await asyncio.to_thread(self._sync.delete, path)
 
+    async def delete_many(self, paths: Sequence[str]) -> list[StoreResult | None]:
+        return await asyncio.to_thread(self._sync.delete_many, paths)
+
     async def reinforce(self, path: str) -> StoreResult | None:
         return await asyncio.to_thread(self._sync.reinforce, path)
 
     async def related(self, path: str, *, relation: str | None = None) -> list[Any]:
         return await asyncio.to_thread(self._sync.related, path, relation=relation)
 
-    async def snapshot(self) -> str | None:
-        return await asyncio.to_thread(self._sync.snapshot)
+    async def snapshot(self, *, branch: str | None = None) -> str | None:
+        return await asyncio.to_thread(self._sync.snapshot, branch=branch)
 
     async def fork(self, snapshot_id: str | None = None, *, branch: str | None = None) -> str:
         return await asyncio.to_thread(self._sync.fork, snapshot_id, branch=branch)
+
+    async def create_branch(self, name: str, at: str | None = None) -> None:
+        await asyncio.to_thread(self._sync.create_branch, name, at)
+
+    async def delete_branch(self, name: str) -> None:
+        await asyncio.to_thread(self._sync.delete_branch, name)
+
+    async def heads_of(self, branch: str | None = None) -> list[str | None]:
+        return await asyncio.to_thread(self._sync.heads_of, branch)
 
     async def checkout(self, branch: str) -> None:
         await asyncio.to_thread(self._sync.checkout, branch)
@@ -1131,11 +1231,35 @@ class AsyncSovseal:
     async def branches(self) -> list[str]:
         return await asyncio.to_thread(self._sync.branches)
 
-    async def log(self, *, limit: int | None = None) -> list[LogEntry]:
-        return await asyncio.to_thread(self._sync.log, limit=limit)
+    async def log(self, *, limit: int | None = None, branch: str | None = None) -> list[LogEntry]:
+        return await asyncio.to_thread(self._sync.log, limit=limit, branch=branch)
 
-    async def state(self) -> dict[str, Any]:
-        return await asyncio.to_thread(self._sync.state)
+    async def state(self, *, branch: str | None = None) -> dict[str, Any]:
+        return await asyncio.to_thread(self._sync.state, branch=branch)
+
+    async def recall_by_vector(self, vector: Any, **kwargs: Any) -> list[Memory]:
+        return await asyncio.to_thread(self._sync.recall_by_vector, vector, **kwargs)
+
+    async def purge(self, path: str | Sequence[str] | None = None, **kwargs: Any) -> PurgeResult:
+        return await asyncio.to_thread(self._sync.purge, path, **kwargs)
+
+    async def compact(self) -> CompactionReport:
+        return await asyncio.to_thread(self._sync.compact)
+
+    async def erasures(self) -> int:
+        return await asyncio.to_thread(self._sync.erasures)
+
+    async def heads(self) -> dict[str, str | None]:
+        return await asyncio.to_thread(self._sync.heads)
+
+    async def conflicts(self, *, branch: str | None = None) -> list[Conflict]:
+        return await asyncio.to_thread(self._sync.conflicts, branch=branch)
+
+    async def export_items(self) -> list[WireItem]:
+        return await asyncio.to_thread(self._sync.export_items)
+
+    async def import_items(self, items: Sequence[WireItem]) -> list[WireItem]:
+        return await asyncio.to_thread(self._sync.import_items, items)
 
     async def verify(self) -> VerifyReport:
         return await asyncio.to_thread(self._sync.verify)

@@ -53,6 +53,7 @@ class BranchReason(IntEnum):
     CREATE = 1  # a new branch (the default branch, or a fork)
     ROLLBACK = 2  # HEAD moved back to an existing snapshot
     ADVANCE = 3  # HEAD moved to an existing snapshot whose id a store re-derived
+    DELETE = 4  # the branch was deleted (it points at nothing; its records stay in the lineage)
 
 
 class Flag(IntFlag):

@@ -13,7 +13,7 @@ from collections.abc import Iterable, Iterator
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
-from .frames import ID_LEN, NO_ID, AckFrame, BranchFrame, Flag, Frame, Op, RecordFrame, RedactionFrame, ReinforceFrame
+from .frames import ID_LEN, NO_ID, AckFrame, BranchFrame, BranchReason, Flag, Frame, Op, RecordFrame, RedactionFrame, ReinforceFrame
 
 
 @dataclass(slots=True)
@@ -67,6 +67,10 @@ class Branch:
     waiting: set[bytes] = field(default_factory=set)  # ids named in *after* that have not arrived
     heads: dict[bytes, int] = field(default_factory=dict)  # head item id -> target node
     authentic: bool = True
+    deletions: set[bytes] = field(default_factory=set)  # its delete events' ids
+    #: Every head is a delete event: the branch is gone until something is written to it or it is
+    #: created again (a write another device made concurrently with the delete is such a head).
+    deleted: bool = False
     _view: dict[bytes, int] | None = None  # path_hash -> node idx of the visible record
     #: The view as a checkpoint holds it (path hashes, nodes), until something needs the dict
     #: (:meth:`Lineage.view`, or a frame on the branch): a million-entry dict is half a second.
@@ -544,6 +548,8 @@ class Lineage:
         branch = self.branches.get(frame.branch_id)
         if branch is None:
             branch = self.branches[frame.branch_id] = Branch(frame.branch_id, frame)
+        if frame.reason is BranchReason.DELETE:
+            branch.deletions.add(frame.event_id)
         self._add_item(branch, frame.event_id, head, frame.after)
 
     def _add_version(self, frame: RecordFrame) -> None:
@@ -583,6 +589,7 @@ class Lineage:
         if heads == before:
             return
         branch.heads = heads
+        branch.deleted = bool(branch.deletions) and all(h in branch.deletions for h in heads)
         previous = next(iter(before.values())) if len(before) == 1 else None
         node = self.nodes[target] if target >= 0 else None
         view = self._materialized(branch)
@@ -755,6 +762,8 @@ class Lineage:
                     "waiting": sorted(w.hex() for w in branch.waiting),
                     "heads": [[k.hex(), v] for k, v in branch.heads.items()],
                     "authentic": branch.authentic,
+                    "deletions": sorted(d.hex() for d in branch.deletions),
+                    "deleted": branch.deleted,
                     "view": branch._view is not None or branch.view_arrays is not None,
                 }
             )
@@ -796,6 +805,8 @@ class Lineage:
                 waiting={bytes.fromhex(w) for w in b["waiting"]},
                 heads={bytes.fromhex(k): v for k, v in b["heads"]},
                 authentic=b["authentic"],
+                deletions={bytes.fromhex(d) for d in b.get("deletions", ())},
+                deleted=b.get("deleted", False),
             )
             if b["view"]:
                 branch.view_arrays = (arrays[f"v{j}.paths"], arrays[f"v{j}.nodes"])

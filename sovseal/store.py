@@ -603,7 +603,7 @@ class LocalStore:
 
     def branch(self, name: str) -> Branch:
         branch = self._lineage.branches.get(self.branch_id(name))
-        if branch is None:
+        if branch is None or branch.deleted:
             if self._lineage.unattributed_damage:
                 raise IntegrityError(f"no branch {name!r} can be trusted: the journal has damage that may have held it; run verify()")
             raise UnknownBranchError(f"no branch named {name!r}; list them with branches()")
@@ -612,7 +612,7 @@ class LocalStore:
         return branch
 
     def branch_names(self) -> list[str]:
-        return sorted(self._branch_name(b) for b in self._lineage.branches.values())
+        return sorted(self._branch_name(b) for b in self._lineage.branches.values() if not b.deleted)
 
     def _branch_name(self, branch: Branch) -> str:
         name = self._names.get(branch.branch_id)
@@ -887,11 +887,21 @@ class LocalStore:
         return Appended(nodes[idx], sid, reinforced=False)
 
     def create_branch(self, name: str, at: str | None) -> None:
+        """A new branch at snapshot ``at`` (None: empty). A deleted name is created again: its
+        create event replaces the delete."""
         with self._writing():
-            if self.branch_id(name) in self._lineage.branches:
+            existing = self._lineage.branches.get(self.branch_id(name))
+            if existing is not None and not existing.deleted:
                 raise InvalidInputError(f"a branch named {name!r} already exists; pick another name")
             head = self.resolve(at) if at is not None else -1
             self._append([self._branch_frame(fr.BranchReason.CREATE, name, head)])
+
+    def delete_branch(self, name: str) -> None:
+        """A delete event replacing every head of ``name``: the branch points at nothing and is no
+        longer listed. Its records stay in the lineage (reachable from other branches or not)."""
+        with self._writing():
+            self.branch(name)
+            self._append([self._branch_frame(fr.BranchReason.DELETE, name, -1)])
 
     def move_head(self, name: str, sid: str) -> None:
         with self._writing():

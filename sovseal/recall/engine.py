@@ -381,6 +381,21 @@ class RecallEngine:
             index.add(missing.tolist(), self._embed(texts))  # outside the lock: embedding can be slow
         raise AssertionError("unreachable")
 
+    def select(self, branch_name: str, tree: Filter | None) -> list[tuple[int, str]]:
+        """(node, path) of every record visible at the branch's HEAD that satisfies ``tree``, sorted
+        by path: answered from the catalog, nothing decrypted (``Sovseal.paths`` and ``find``).
+        Records stored with ``index=False`` are included: only ranking skips them."""
+        self.wait_ready()
+        with self._store.reading() as lineage:
+            self.sync(lineage)
+            visible = self.visible(lineage, self._store.branch(branch_name))
+            self._check_damage(visible)
+            with self._lock:
+                chosen = visible if tree is None else visible & self.catalog.mask(tree, len(visible))
+                paths = self.catalog.paths
+                found = [(idx, paths[idx]) for idx in np.flatnonzero(chosen).tolist()]
+        return sorted(((idx, path) for idx, path in found if path is not None), key=lambda pair: pair[1])
+
     def _allowed(self, searchable: np.ndarray, tree: Filter | None) -> np.ndarray:
         """The records a search may return: ``searchable`` and the filter (the caller holds the lock)."""
         return searchable if tree is None else searchable & self.catalog.mask(tree, len(searchable))

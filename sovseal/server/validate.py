@@ -30,7 +30,7 @@ _HEX32 = re.compile(r"[0-9a-f]{32}\Z")
 _FIELDS = frozenset({"kind", "id", "parent", "branch", "path_hash", "sealed", "created_at", "reason"})
 #: Journal format 3 items also carry these (docs/design.md, "Journal format 3"); format-2 items do not.
 _FORMAT_3_FIELDS = frozenset({"format", "flags", "after", "parents"})
-_REASONS = frozenset({"CREATE", "ROLLBACK", "ADVANCE"})
+_REASONS = frozenset({"CREATE", "ROLLBACK", "ADVANCE", "DELETE"})
 _KINDS = ("record", "branch", "reinforce", "redaction")
 #: nonce (12) + tag (16): the smallest sealed blob there is.
 MIN_SEALED = 28
