@@ -31,8 +31,10 @@ LlamaIndex adapters do. A value over 64 MiB (``MAX_VALUE_BYTES``, the same in ev
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import copy
 import os
+import threading
 from collections.abc import AsyncIterator, Callable, Iterable, Iterator, Sequence
 from contextlib import asynccontextmanager, contextmanager
 from dataclasses import dataclass
@@ -40,19 +42,7 @@ from datetime import UTC, datetime
 from typing import Any
 
 import numpy as np
-from langgraph.checkpoint.sovseal._common import (
-    RECORD_BLOB_CHARS,
-    branch_heads,
-    check_size,
-    decode_bytes,
-    encode_bytes,
-    ensure_anchor,
-    handle_lock,
-    no_embedding,
-    on_branch,
-    q,
-    uq,
-)
+from langgraph.checkpoint.sovseal._common import RECORD_BLOB_CHARS, decode_bytes, encode_bytes, no_embedding, q, uq
 from langgraph.checkpoint.sovseal._layout import (
     check_part,
     join_parts,
@@ -71,6 +61,7 @@ from langgraph.store.base import (
     Result,
     SearchItem,
     SearchOp,
+    validate_op_namespace,
 )
 from langgraph.store.base.embed import (
     ensure_embeddings,
@@ -80,15 +71,10 @@ from langgraph.store.base.embed import (
 
 from sovseal import Sovseal
 from sovseal.canonical import canonicalize, loads
-from sovseal.errors import IntegrityError, UnknownPathError
-
-try:
-    from langgraph.store.base import validate_op_namespace
-except ImportError:  # pragma: no cover - older langgraph-checkpoint
-
-    def validate_op_namespace(op: Op) -> None:
-        return None
-
+from sovseal.errors import IntegrityError, InvalidInputError, UnknownPathError
+from sovseal.integration import check_size
+from sovseal.models import Memory, StoreResult
+from sovseal.recall.filters import matches
 
 __all__ = ["SovsealStore"]
 
@@ -192,31 +178,16 @@ def _compare(value: Any, wanted: Any) -> bool:
     return bool(value == wanted)
 
 
-def _number(value: Any) -> float | None:
-    if isinstance(value, bool) or not isinstance(value, (int, float)):
-        return None
-    return float(value)
-
-
 def _operator(value: Any, op: str, operand: Any) -> bool:
+    """Equality as Python's (``InMemoryStore``'s); order as the core's filters: numbers with numbers,
+    strings with strings, anything else no match (where ``InMemoryStore`` would raise)."""
     if op == "$eq":
         return bool(value == operand)
     if op == "$ne":
         return bool(value != operand)
     if op not in ("$gt", "$gte", "$lt", "$lte"):
         raise ValueError(f"Unsupported operator: {op}; use $eq $ne $gt $gte $lt $lte")
-    a, b = _number(value), _number(operand)
-    if a is None or b is None:  # strings compare with strings; anything else does not match
-        if not (isinstance(value, str) and isinstance(operand, str)):
-            return False
-        a, b = value, operand  # type: ignore[assignment]
-    if op == "$gt":
-        return a > b  # type: ignore[operator]
-    if op == "$gte":
-        return a >= b  # type: ignore[operator]
-    if op == "$lt":
-        return a < b  # type: ignore[operator]
-    return a <= b  # type: ignore[operator]
+    return matches(op, operand, True, value)
 
 
 def _matches(value: dict[str, Any], filter: dict[str, Any] | None) -> bool:
@@ -224,13 +195,13 @@ def _matches(value: dict[str, Any], filter: dict[str, Any] | None) -> bool:
 
 
 def _namespace_matches(condition: MatchCondition, namespace: tuple[str, ...]) -> bool:
+    if condition.match_type not in ("prefix", "suffix"):
+        raise ValueError(f"Unsupported match type: {condition.match_type}")
     path = tuple(condition.path)
     if len(namespace) < len(path):
         return False
-    pairs = zip(namespace, path, strict=False) if condition.match_type == "prefix" else zip(reversed(namespace), reversed(path), strict=False)
-    if condition.match_type not in ("prefix", "suffix"):
-        raise ValueError(f"Unsupported match type: {condition.match_type}")
-    return all(p == "*" or n == p for n, p in pairs)
+    found = namespace[: len(path)] if condition.match_type == "prefix" else namespace[len(namespace) - len(path) :]
+    return all(p == "*" or n == p for n, p in zip(found, path, strict=True))
 
 
 class SovsealStore(BaseStore):
@@ -257,7 +228,7 @@ class SovsealStore(BaseStore):
         if not isinstance(handle, Sovseal):
             raise TypeError(f"SovsealStore needs a sovseal.Sovseal handle, got {type(sovseal).__name__}")
         self._h = handle
-        self._lock = handle_lock(handle)
+        self._lock = threading.RLock()
         self._owned = False
         self.index_config: IndexConfig | None = None
         self.embeddings = None
@@ -266,15 +237,15 @@ class SovsealStore(BaseStore):
             self.index_config = dict(index)  # type: ignore[assignment]
             self.embeddings = ensure_embeddings(index.get("embed"))
             self._fields = [(p, p if p == "$" else tokenize_path(p)) for p in (index.get("fields") or ["$"])]
-        with self._lock:
-            self.branch = branch or handle.branch
-            if self.branch not in handle.branches():
-                anchor = ensure_anchor(handle)
-                with on_branch(handle, handle.branch):
-                    handle.fork(anchor, branch=self.branch)
+        self.branch = branch or handle.branch
+        if self.branch not in handle.branches():
+            with contextlib.suppress(InvalidInputError):  # another process created it just now
+                handle.create_branch(self.branch)
+        self._view = handle.view(self.branch)  # writes go to the store's branch, whatever the handle's is
         self._items: dict[str, _Entry] = {}
-        self._head: tuple[str | None, ...] | None = None  # the branch's heads the items were read at (None: not yet)
-        self._erasures = 0  # the store's erasure count then: a purge changes reads without moving a head
+        # The branch's heads and the store's erasure count the items were read at (a purge changes
+        # reads without moving a head); None: not read yet, or changed by this store's own write.
+        self._seen: tuple[tuple[str | None, ...], int] | None = None
 
     @classmethod
     @contextmanager
@@ -333,23 +304,20 @@ class SovsealStore(BaseStore):
         two devices), and the branch's state is then the merge of both (per item, the write with the
         newest clock wins, on every device alike).
         """
-        heads = branch_heads(self._h, [self.branch])[self.branch]
-        erasures = self._h.erasures()
-        if heads == self._head and erasures == self._erasures:
+        seen = (tuple(self._h.heads_of(self.branch)), self._h.erasures())
+        if seen == self._seen:
             return
-        with on_branch(self._h, self.branch):
-            items: dict[str, _Entry] = {}
-            for path in self._h.state():
-                if parse_item_path(path) is None:
-                    continue
-                memory = self._h.get(path)
-                if memory is not None:
-                    items[path] = self._entry(path, memory, self._parted_value(path, memory))
-        self._items, self._head, self._erasures = items, heads, erasures
+        found = {m.path: m for m in self._h.find({"path_prefix": ROOT}, branch=self.branch)}  # items and their parts
+        self._items = {
+            path: self._entry(path, memory, self._parted_value(path, memory, found))
+            for path, memory in found.items()
+            if parse_item_path(path) is not None
+        }
+        self._seen = seen
 
-    def _parted_value(self, path: str, memory: Any) -> Any:
-        """The value of an item stored in parts (read from them, checked against the record), else its payload.
-        Caller holds the lock, on the store's branch."""
+    @staticmethod
+    def _parted_value(path: str, memory: Memory, found: dict[str, Memory]) -> Any:
+        """The value of an item stored in parts (read from them, checked against the record), else its payload."""
         meta = memory.metadata
         descriptor = meta.get("value_parts") if isinstance(meta, dict) else None
         if descriptor is None:
@@ -359,7 +327,7 @@ class SovsealStore(BaseStore):
             raise IntegrityError(f"{where}: malformed part descriptor; run verify()")
         chunks = []
         for i in range(n):
-            part = self._h.get(part_path(path, VALUE_BLOB, i))
+            part = found.get(part_path(path, VALUE_BLOB, i))
             if part is None:
                 raise IntegrityError(f"{where}: part {i} of {n} is missing; run verify()")
             chunks.append(check_part(part.payload, path, VALUE_BLOB, i, n))
@@ -368,7 +336,8 @@ class SovsealStore(BaseStore):
             raise IntegrityError(f"{where} is not a mapping; run verify()")
         return value
 
-    def _entry(self, path: str, memory: Any, value: Any) -> _Entry:
+    @staticmethod
+    def _entry(path: str, memory: Memory, value: Any) -> _Entry:
         parsed = parse_item_path(path)
         meta = memory.metadata
         assert parsed is not None  # nosec B101 -- type narrowing: the path was written by this store
@@ -482,63 +451,51 @@ class SovsealStore(BaseStore):
                 erased |= self._apply(namespace, key, op, embedded)
             if erased:  # one rewrite of the journal for the whole batch
                 self._h.compact()
-                self._head = None
+                self._seen = None
             return results
 
     def _apply(self, namespace: tuple[str, ...], key: str, op: PutOp, embedded: dict[str, Sequence[float]]) -> bool:
         """Write one item; True when it erased something (the caller compacts once for the batch)."""
         path = item_path(namespace, key)
-        h = self._h
         existing = self._items.get(path)
         old_parts = int((existing.metadata.get("value_parts") or {}).get("n", 0)) if existing else 0
-        with on_branch(h, self.branch):
-            if op.value is None:
-                result = h.delete(path)
-                if result is not None:  # it went on every head: the one head now
-                    self._head = (result.snapshot_id,)
-                self._delete_parts(path, 0, old_parts)
-                self._items.pop(path, None)
-                return self.erase_on_delete and self._erase(path)
-            created = existing.created_at if existing else _now()
-            indexed = op.index is not False and (self.embeddings is None or bool(embedded))
-            metadata: dict[str, Any] = {
-                "langgraph": "store",
-                "namespace": list(namespace),
-                "key": key,
-                "created_at": created.isoformat(),
-                "indexed": indexed,
-            }
-            if op.index is not None and op.index is not False:
-                metadata["index"] = list(op.index)
-            if embedded:
-                metadata["vectors"] = {name: _encode_vector(v) for name, v in embedded.items()}
-            value = dict(op.value)
-            data = canonicalize(value)
-            # With an IndexConfig the store ranks by its own vectors (in the metadata): sovseal's index
-            # would hold vectors of no model for these records, so it is not given them.
-            index = self.embeddings is None
-            record: dict[str, Any] = {"path": path, "payload": value, "type": "semantic", "provenance": "explicit", "index": index}
-            parts: list[tuple[str, dict[str, Any]]] = []
-            check_size(len(data), f"the value of {path}")
-            if len(data) + len(canonicalize(metadata)) > RECORD_BLOB_CHARS:  # a value too large for one record
-                descriptors, parts = pack_blobs(path, {VALUE_BLOB: ("json", data)}, budget=0)
-                metadata["value_parts"] = {k: v for k, v in descriptors[VALUE_BLOB].items() if k != "t"}
-                record["payload"] = {"value_in_parts": len(parts)}
-                if index:
-                    record["text"] = _recall_text(path, value)
-            record["metadata"] = metadata
-            if parts:
-                items = [
-                    {"path": p, "payload": d, "metadata": {"langgraph": "store-part"}, "type": "semantic", "provenance": "explicit", "index": False}
-                    for p, d in parts
-                ]
-                results = h.store_many([*items, record])  # one durable batch, the parts before the record naming them
-            else:
-                results = [h.store(**record)]
-            for result in results:
-                if not result.reinforced:  # it went on every head: the one head now
-                    self._head = (result.snapshot_id,)
-            self._delete_parts(path, len(parts), old_parts)
+        if op.value is None:
+            self._wrote(self._view.delete_many([path, *(part_path(path, VALUE_BLOB, i) for i in range(old_parts))]))
+            self._items.pop(path, None)
+            return self.erase_on_delete and self._erase(path)
+        created = existing.created_at if existing else _now()
+        indexed = op.index is not False and (self.embeddings is None or bool(embedded))
+        metadata: dict[str, Any] = {
+            "langgraph": "store",
+            "namespace": list(namespace),
+            "key": key,
+            "created_at": created.isoformat(),
+            "indexed": indexed,
+        }
+        if op.index is not None and op.index is not False:
+            metadata["index"] = list(op.index)
+        if embedded:
+            metadata["vectors"] = {name: _encode_vector(v) for name, v in embedded.items()}
+        value = dict(op.value)
+        data = canonicalize(value)
+        # With an IndexConfig the store ranks by its own vectors (in the metadata): sovseal's index
+        # would hold vectors of no model for these records, so it is not given them.
+        index = self.embeddings is None
+        record: dict[str, Any] = {"path": path, "payload": value, "type": "semantic", "provenance": "explicit", "index": index}
+        parts: list[tuple[str, dict[str, Any]]] = []
+        check_size(len(data), f"the value of {path}")
+        if len(data) + len(canonicalize(metadata)) > RECORD_BLOB_CHARS:  # a value too large for one record
+            descriptors, parts = pack_blobs(path, {VALUE_BLOB: ("json", data)}, budget=0)
+            metadata["value_parts"] = {k: v for k, v in descriptors[VALUE_BLOB].items() if k != "t"}
+            record["payload"] = {"value_in_parts": len(parts)}
+            if index:
+                record["text"] = _recall_text(path, value)
+        record["metadata"] = metadata
+        part_meta = {"metadata": {"langgraph": "store-part"}, "type": "semantic", "provenance": "explicit", "index": False}
+        # one durable batch, the parts before the record naming them
+        self._wrote(self._view.store_many([*({"path": p, "payload": d, **part_meta} for p, d in parts), record]))
+        if old_parts > len(parts):  # the former value's parts that the new one does not replace
+            self._wrote(self._view.delete_many([part_path(path, VALUE_BLOB, i) for i in range(len(parts), old_parts)]))
         self._items[path] = _Entry(
             namespace=namespace,
             key=key,
@@ -551,22 +508,19 @@ class SovsealStore(BaseStore):
         )
         return False
 
+    def _wrote(self, results: Sequence[StoreResult | None]) -> None:
+        """A write of this store went on every head of its branch: the items in memory are the state at it."""
+        for result in results:
+            if result is not None and not result.reinforced and self._seen is not None:
+                self._seen = ((result.snapshot_id,), self._seen[1])
+
     def _erase(self, path: str) -> bool:
         """Purge every version of the item and of its value's parts, not compacting (the batch does)."""
         erased = False
         for what in ({"path": path}, {"prefix": part_path(path, VALUE_BLOB, 0).rsplit("/", 1)[0] + "/"}):
-            try:
+            with contextlib.suppress(UnknownPathError):  # no part was ever stored
                 erased |= bool(self._h.purge(**what, reason="langgraph store delete", compact=False).erased)
-            except UnknownPathError:  # no part was ever stored
-                pass
         return erased
-
-    def _delete_parts(self, path: str, start: int, stop: int) -> None:
-        """Tombstone the parts ``start..stop-1`` of an item's former value (on the store's branch, locked)."""
-        for i in range(start, stop):
-            result = self._h.delete(part_path(path, VALUE_BLOB, i))
-            if result is not None:
-                self._head = (result.snapshot_id,)
 
     # -- reads -----------------------------------------------------------------------------------
 
