@@ -14,6 +14,6 @@ def put(saver: SovsealSaver, thread: str, parent: dict[str, Any] | None = None, 
     checkpoint = empty_checkpoint()
     checkpoint["id"] = str(uuid6(clock_seq=1))
     checkpoint["channel_values"] = values
-    checkpoint["channel_versions"] = {k: 1 for k in values}
+    checkpoint["channel_versions"] = dict.fromkeys(values, 1)
     config = parent or {"configurable": {"thread_id": thread, "checkpoint_ns": ""}}
     return saver.put(config, checkpoint, {"source": "loop", "step": 0}, checkpoint["channel_versions"])

@@ -80,7 +80,7 @@ class Run:
         checkpoint = empty_checkpoint()
         checkpoint["id"] = str(uuid6(clock_seq=self.clock))
         checkpoint["channel_values"] = values
-        checkpoint["channel_versions"] = {k: f"{self.clock:032}.0" for k in values}
+        checkpoint["channel_versions"] = dict.fromkeys(values, f"{self.clock:032}.0")
         metadata = {"source": "loop", "step": self.clock % 3, "tag": tag}
         config = self.config(thread, ns, self.pick(thread, ns, parent_pick))  # 0: the newest; more: time travel
         got = self.mine.put(config, checkpoint, metadata, dict(checkpoint["channel_versions"]))

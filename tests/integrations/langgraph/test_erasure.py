@@ -43,7 +43,7 @@ def _sealed(saver: SovsealSaver, thread: str) -> list[bytes]:
     """The sealed bytes of every record the thread has (any version, any branch)."""
     from sovseal import frames as fr
 
-    store = saver.sovseal._store  # noqa: SLF001 - what is on disk is the point
+    store = saver.sovseal._store
     prefixes = tuple(thread_prefixes(thread))
     out = []
     with store.reading() as lineage:
@@ -119,24 +119,24 @@ def test_a_copied_thread_keeps_the_records_it_shares_when_the_source_is_deleted(
 def test_the_store_erases_on_delete_when_asked_and_keeps_history_otherwise(tmp_path: Path, key: bytes) -> None:
     from langgraph.store.sovseal import SovsealStore
 
-    from tests.fakes import fake_embed
     from tests.erasure_scan import sealed_under
+    from tests.fakes import fake_embed
 
     with SovsealStore.open(tmp_path / "kept", key=key, embedder=fake_embed) as store:
         store.put(("users", "ada"), "card", {"number": "4111 1111 1111 1111"})
         store.delete(("users", "ada"), "card")
         assert store.get(("users", "ada"), "card") is None
-        assert store._h.erasures() == 0  # noqa: SLF001 - a tombstone: the history keeps it
+        assert store._h.erasures() == 0
     with SovsealStore.open(tmp_path / "erased", key=key, embedder=fake_embed, erase_on_delete=True) as store:
         store.put(("users", "ada"), "card", {"number": "4111 1111 1111 1111"})
         store.put(("users", "ada"), "card", {"number": "4111 1111 1111 1112", "note": "x" * 600_000})  # in parts
         store.put(("users", "ada"), "name", {"name": "Ada"})
-        card = next(p for p in store._h.state() if p.endswith("card"))  # noqa: SLF001
-        sealed = [s for versions in sealed_under(store._h, card).values() for s in versions]  # noqa: SLF001 - the item and its parts
+        card = next(p for p in store._h.state() if p.endswith("card"))
+        sealed = [s for versions in sealed_under(store._h, card).values() for s in versions]
         assert len(sealed) > 2
         store.delete(("users", "ada"), "card")
         assert store.get(("users", "ada"), "card") is None and store.get(("users", "ada"), "name").value == {"name": "Ada"}
-        assert store._h.verify().ok and store._h.erasures() >= len(sealed)  # noqa: SLF001 - two versions and the parts
+        assert store._h.verify().ok and store._h.erasures() >= len(sealed)
     data = every_file(tmp_path / "erased")
     assert not any(s in data for s in sealed)
     assert b"4111 1111 1111 111" not in plaintexts(tmp_path / "erased", key)

@@ -79,9 +79,8 @@ def test_a_part_swapped_between_two_large_values_is_refused(tmp_path: Path) -> N
 
 def test_the_limit_is_64_mib_as_in_the_other_adapters(tmp_path: Path, saver: Any) -> None:
     """Over 64 MiB (langchain-sovseal's and llama-index-sovseal's limit too) a value is refused and nothing is stored."""
-    from langgraph.checkpoint.sovseal._common import MAX_VALUE_BYTES
-
     from sovseal.errors import PayloadTooLargeError
+    from sovseal.integration import MAX_VALUE_BYTES
     from tests.integrations.langgraph.checkpoints import put
 
     assert MAX_VALUE_BYTES == 64 * 1024 * 1024

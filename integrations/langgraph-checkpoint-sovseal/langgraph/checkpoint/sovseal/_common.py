@@ -1,83 +1,15 @@
-"""What the saver and the store share: the handle lock, branch switching, the anchor, paths, blobs.
-
-Everything here goes through the public ``Sovseal`` API. A ``Sovseal`` handle has one current
-branch, so every operation that reads or writes another branch runs under a per-handle lock,
-switches to that branch and switches back (``on_branch``); a saver and a store given the same
-handle therefore share the lock and never see each other's branch.
-"""
+"""What the saver and the store share: paths, blobs, and the embedder of a checkpoint store."""
 
 from __future__ import annotations
 
 import functools
-import threading
-import weakref
-from collections.abc import Iterable, Iterator
-from contextlib import contextmanager
 from typing import Any
 from urllib.parse import quote, unquote
 
 import numpy as np
 
-from sovseal import Sovseal
 from sovseal.entries import MAX_ENTRY_BYTES
-from sovseal.errors import (
-    IntegrityError,
-    InvalidInputError,
-    PayloadTooLargeError,
-    UnknownBranchError,
-)
-
-# -- the per-handle lock ---------------------------------------------------------------------------
-
-_LOCKS: weakref.WeakKeyDictionary[Sovseal, threading.RLock] = weakref.WeakKeyDictionary()
-_LOCKS_GUARD = threading.Lock()
-
-
-def handle_lock(handle: Sovseal) -> threading.RLock:
-    """The lock every LangGraph adapter takes before it touches ``handle`` (one per handle)."""
-    with _LOCKS_GUARD:
-        lock = _LOCKS.get(handle)
-        if lock is None:
-            lock = _LOCKS[handle] = threading.RLock()
-        return lock
-
-
-@contextmanager
-def on_branch(handle: Sovseal, branch: str) -> Iterator[Sovseal]:
-    """Run with ``handle`` on ``branch``, then put it back on the branch it was on (hold the lock)."""
-    previous = handle.branch
-    if previous != branch:
-        handle.checkout(branch)
-    try:
-        yield handle
-    finally:
-        if handle.branch != previous:
-            handle.checkout(previous)
-
-
-def branch_heads(handle: Sovseal, branches: Iterable[str], *, status: Any = None) -> dict[str, tuple[str | None, ...]]:
-    """Every head of each branch, newest first (``()`` for a branch that does not exist).
-
-    A pull can leave a branch with several heads (two devices wrote it): ``snapshot()`` is only the
-    newest, and a pull that brings in an *older* head leaves it unchanged, so a cache keyed on
-    ``snapshot()`` would never see the other device's records. The adapters key theirs on all heads.
-
-    SDK: ``Sovseal.heads_of(branch)`` when the installed sovseal has it (one branch, cheap); until
-    then ``Sovseal.status().heads``, which lists every branch of the store (its cost grows with the
-    number of branches). ``status`` reuses a ``Status`` the caller already has.
-    """
-    names = list(branches)
-    heads_of = getattr(handle, "heads_of", None)
-    if callable(heads_of):
-        out: dict[str, tuple[str | None, ...]] = {}
-        for name in names:
-            try:
-                out[name] = tuple(heads_of(name))
-            except UnknownBranchError:
-                out[name] = ()
-        return out
-    every = (status if status is not None else handle.status()).heads
-    return {name: tuple(every.get(name, ())) for name in names}
+from sovseal.errors import IntegrityError
 
 
 def no_embedding(texts: Any) -> np.ndarray:
@@ -86,47 +18,6 @@ def no_embedding(texts: Any) -> np.ndarray:
     ``Sovseal.store`` embeds every record it writes; a one-dimensional zero vector makes that free.
     """
     return np.zeros((len(texts), 1), dtype=np.float32)
-
-
-# -- the anchor: a snapshot whose view is empty, to root new branches on ---------------------------
-
-ANCHOR_BRANCH = "langgraph:anchor"
-ANCHOR_PATH = "langgraph/anchor"
-
-
-def ensure_anchor(handle: Sovseal) -> str:
-    """The snapshot id every LangGraph branch is rooted on: a HEAD at which no path is visible.
-
-    The SDK can fork a branch only at a snapshot (or at an empty branch's nothing), and cannot
-    delete a branch. So the first adapter to open a store creates the branch ``langgraph:anchor``
-    whose HEAD is a tombstone with an empty view: on an empty current branch by storing and
-    deleting one marker record, on a store that already holds memories by forking, rolling back
-    to the first snapshot and deleting it. A thread forked at the anchor starts empty, and
-    ``rollback(anchor)`` empties a branch in one step, deleting nothing (append-only).
-    Caller holds ``handle_lock(handle)``.
-    """
-    if ANCHOR_BRANCH not in handle.branches():
-        with on_branch(handle, handle.branch):
-            head = handle.snapshot()
-            try:
-                handle.fork(head, branch=ANCHOR_BRANCH)  # switches to the anchor
-            except InvalidInputError:
-                if ANCHOR_BRANCH not in handle.branches():  # not a race with another process: a real error
-                    raise
-            else:
-                if head is None:
-                    # index=False: opening a store for checkpoints never loads the vector index
-                    handle.store(ANCHOR_PATH, {"anchor": "langgraph"}, type="procedural", provenance="observed", index=False)
-                    handle.delete(ANCHOR_PATH)
-                else:
-                    genesis = handle.log()[-1]
-                    handle.rollback(genesis.snapshot_id)
-                    handle.delete(genesis.path)
-    with on_branch(handle, ANCHOR_BRANCH):
-        sid = handle.snapshot()
-    if sid is None:  # another process created the branch and has not written its tombstone yet
-        raise IntegrityError(f"the branch {ANCHOR_BRANCH!r} has no snapshot; open the saver again")
-    return sid
 
 
 # -- paths: every path component is percent-encoded, so "/" separates and nothing else does --------
@@ -175,18 +66,6 @@ RECORD_OVERHEAD = 16 * 1024
 RECORD_BLOB_CHARS = MAX_ENTRY_BYTES - RECORD_OVERHEAD
 #: Bytes of a blob one part record carries (at most 2 canonical bytes a byte).
 PART_BYTES = RECORD_BLOB_CHARS // 2
-#: The largest value an adapter stores: a serialized checkpoint, metadata or write, or a Store item's
-#: canonical JSON. The same limit as langchain-sovseal's and llama-index-sovseal's (their _parts.py).
-MAX_VALUE_BYTES = 64 * 1024 * 1024
-
-
-def check_size(size: int, where: str) -> None:
-    """PayloadTooLargeError for a value over :data:`MAX_VALUE_BYTES`, worded as the other adapters word it."""
-    if size > MAX_VALUE_BYTES:
-        raise PayloadTooLargeError(
-            f"{where} is {size:,} bytes; the limit is {MAX_VALUE_BYTES:,} (64 MiB). Store large content "
-            "elsewhere and keep a reference."
-        )
 
 
 #: The bytes that cost one byte each: printable ASCII other than ``"`` and ``\``.

@@ -23,11 +23,11 @@ from dataclasses import dataclass
 from typing import Any
 
 from sovseal.errors import IntegrityError
+from sovseal.integration import check_size
 
 from ._common import (
     PART_BYTES,
     RECORD_BLOB_CHARS,
-    check_size,
     decode_blob,
     encode_blob,
     latin1_size,
