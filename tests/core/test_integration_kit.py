@@ -64,7 +64,7 @@ def test_open_handle_opens_or_shares_never_both(store_dir: Path, key: bytes) -> 
             open_handle(opened, path=store_dir)
         with pytest.raises(ValueError, match="not both"):
             open_handle(opened, client_kwargs={"lock_timeout": 1.0})
-        with pytest.raises(TypeError, match="sovseal.Sovseal"):
+        with pytest.raises(TypeError, match=r"sovseal\.Sovseal"):
             open_handle(object())  # type: ignore[arg-type]
         opened.fork(branch="side")
     again, owned = open_handle(None, path=store_dir, key=key, branch="side", client_kwargs={"embedder": fake_embed})

@@ -8,7 +8,6 @@
 - :class:`SovsealChatMessageHistory` — chat history per session (compatibility path; prefer LangGraph).
 """
 
-from langchain_sovseal._common import SovsealFeatureUnavailable
 from langchain_sovseal.chat_message_histories import SovsealChatMessageHistory
 from langchain_sovseal.embeddings import SovsealEmbeddings
 from langchain_sovseal.retrievers import SovsealRetriever
@@ -19,7 +18,6 @@ __all__ = [
     "SovsealByteStore",
     "SovsealChatMessageHistory",
     "SovsealEmbeddings",
-    "SovsealFeatureUnavailable",
     "SovsealRetriever",
     "SovsealVectorStore",
 ]

@@ -6,7 +6,6 @@ import asyncio
 import os
 import re
 import threading
-import time
 import weakref
 from collections.abc import Sequence
 from typing import Any
@@ -14,84 +13,24 @@ from typing import Any
 from langchain_core.chat_history import BaseChatMessageHistory
 from langchain_core.messages import BaseMessage, message_to_dict, messages_from_dict
 
-from sovseal import Sovseal
+from sovseal import Memory, Sovseal
+from sovseal.integration import Erasure, batch_id, check_key, check_segment, erase_flag, index_text, open_handle
 
-from . import _parts
-from ._common import (
-    PARTS_ROOT,
-    ROOT,
-    Erasure,
-    accepts,
-    branch_heads,
-    check_key,
-    check_segment,
-    drop_parts,
-    has_method,
-    open_client,
-    visible_under,
-)
+from ._common import PARTS, ROOT
 
 #: Numbers are zero-padded so paths sort in conversation order.
 _DIGITS = 8
-_CHAT_ROOT = f"{ROOT}-chat/"
 #: A message's name under its session: ``<base>.<batch>.<i>``, message i of a batch added when the
 #: session showed ``base`` messages, or ``<n>``, message n as earlier releases named it.
 _NAME = re.compile(rf"\d{{{_DIGITS}}}(?:\.[0-9a-f]{{24}}\.\d{{{_DIGITS}}})?")
 
-
-def _batch_id() -> str:
-    """A batch's id: the time in ns (16 hex digits), then 8 random ones, so concurrent batches sort by time."""
-    return f"{time.time_ns():016x}{os.urandom(4).hex()}"
-
-
-class _Listing:
-    """The chat records a handle's branch shows (every session), and the heads and the store's
-    erasure count they were read at (a purge changes what reads return without moving a head)."""
-
-    __slots__ = ("erasures", "heads", "payloads")
-
-    def __init__(self, heads: tuple[str | None, ...], erasures: int, payloads: dict[str, Any]) -> None:
-        self.heads = heads
-        self.erasures = erasures
-        self.payloads = payloads
-
-
-#: Per handle, per branch: reading a session lists the store's chat records (their names are not
-#: known in advance), so the listing is kept until the branch's heads move under it. Writes of this
-#: process update it in place.
-_LISTINGS: weakref.WeakKeyDictionary[Sovseal, dict[str, _Listing]] = weakref.WeakKeyDictionary()
-_LISTINGS_GUARD = threading.Lock()
-
-
-def _listing(client: Sovseal) -> _Listing:
-    heads = branch_heads(client)
-    erasures = client.erasures() if has_method(client, "erasures") else 0  # type: ignore[attr-defined]
-    with _LISTINGS_GUARD:
-        found = _LISTINGS.setdefault(client, {}).get(client.branch)
-    if found is not None and found.heads == heads and found.erasures == erasures:
-        return found
-    found = _Listing(heads, erasures, visible_under(client, _CHAT_ROOT))
-    with _LISTINGS_GUARD:
-        _LISTINGS.setdefault(client, {})[client.branch] = found
-    return found
-
-
-def _wrote(client: Sovseal, listing: _Listing, head: str | None, changes: dict[str, Any]) -> None:
-    """Fold this process's writes into the listing they were planned from (``None``: deleted).
-
-    Each write went on every head of the branch, so ``head`` is its one head now. Another writer
-    that moved the branch in between is seen at the next read (the heads then differ).
-    """
-    with _LISTINGS_GUARD:
-        if _LISTINGS.get(client, {}).get(client.branch) is not listing:
-            return
-        payloads = dict(listing.payloads)  # a new dict: a reader in another thread keeps the one it took
-        for path, payload in changes.items():
-            if payload is None:
-                payloads.pop(path, None)
-            else:
-                payloads[path] = payload
-        listing.payloads, listing.heads = payloads, (head,)
+#: The message records already read, per handle, per session: {path: Memory}. A message's path is
+#: written once (its name holds its batch's unique id), so it shows one value for ever; which paths
+#: are visible is asked of the catalog at every read (``Sovseal.paths``: nothing decrypted) and only
+#: messages not read before are opened. ``RunnableWithMessageHistory`` makes a new history per call,
+#: hence per handle, not per history. What is no longer visible (deleted, erased) is dropped.
+_READ: weakref.WeakKeyDictionary[Sovseal, dict[str, dict[str, Memory]]] = weakref.WeakKeyDictionary()
+_READ_GUARD = threading.Lock()
 
 
 class SovsealChatMessageHistory(BaseChatMessageHistory):
@@ -158,10 +97,7 @@ class SovsealChatMessageHistory(BaseChatMessageHistory):
         check_segment(namespace, "namespace")
         self.session_id = session_id
         self._prefix = f"{ROOT}-chat/{namespace}/{session_id}/"
-        self._client, self._owns_client = open_client(
-            client, path=path, key=key, embedder=None, branch=client_kwargs.pop("branch", None), client_kwargs=client_kwargs
-        )
-        self._text = accepts(self._client.store, "text")
+        self._client, self._owns_client = open_handle(client, path=path, key=key, client_kwargs=client_kwargs)
 
     @property
     def client(self) -> Sovseal:
@@ -177,29 +113,25 @@ class SovsealChatMessageHistory(BaseChatMessageHistory):
     def __exit__(self, *exc: object) -> None:
         self.close()
 
-    def _records(self) -> tuple[_Listing, dict[str, Any], list[str]]:
-        """The listing read from, its records, and this session's message paths in conversation order."""
-        listing = _listing(self._client)
-        payloads = listing.payloads
+    def _paths(self) -> list[str]:
+        """This session's message paths in conversation order (name order), from the catalog. The
+        prefix of session ``a`` also covers a session ``a/b``: only this session's names count."""
         start = len(self._prefix)
-        paths = sorted(p for p in payloads if p.startswith(self._prefix) and _NAME.fullmatch(p[start:]))
-        return listing, payloads, paths
-
-    def _value(self, path: str, payload: Any) -> Any:
-        """A message's dict: the payload, or the parts it names joined (a message over 128 KiB)."""
-        if _parts.descriptor(payload) is None:
-            return payload
-
-        def get(part: str) -> Any:
-            found = self._client.get(part)
-            return None if found is None else found.payload
-
-        return _parts.unpack(path, payload, PARTS_ROOT, get)
+        return [p for p in self._client.paths(self._prefix) if _NAME.fullmatch(p, start)]
 
     @property
     def messages(self) -> list[BaseMessage]:  # type: ignore[override]
-        _, payloads, paths = self._records()
-        return messages_from_dict([self._value(p, payloads[p]) for p in paths])
+        with _READ_GUARD:
+            seen = _READ.setdefault(self._client, {}).get(self._prefix, {})
+        now: dict[str, Memory] = {}
+        for path in self._paths():
+            memory = seen[path] if path in seen else self._client.get(path)
+            if memory is not None:  # None: deleted since it was listed
+                now[path] = memory
+        with _READ_GUARD:
+            _READ.setdefault(self._client, {})[self._prefix] = now
+        # the parts of a large message are read and checked each time, as a record is when opened
+        return messages_from_dict([PARTS.read(self._client, m) for m in now.values()])
 
     async def aget_messages(self) -> list[BaseMessage]:
         return await asyncio.to_thread(lambda: self.messages)
@@ -210,17 +142,13 @@ class SovsealChatMessageHistory(BaseChatMessageHistory):
         128 KiB is stored in part records; recall indexes the first 2,048 characters of each."""
         if not messages:
             return
-        listing, _, paths = self._records()
-        batch = f"{self._prefix}{len(paths):0{_DIGITS}d}.{_batch_id()}."
+        batch = f"{self._prefix}{len(self._paths()):0{_DIGITS}d}.{batch_id()}."
         parts: list[dict[str, Any]] = []
         items = []
         for i, message in enumerate(messages):
             path = f"{batch}{i:0{_DIGITS}d}"
-            payload, message_parts = _parts.pack(
-                path, message_to_dict(message), PARTS_ROOT, where=f"message {i} of the batch", group=self._prefix
-            )
+            payload, message_parts = PARTS.pack(path, message_to_dict(message), where=f"message {i} of the batch", group=self._prefix)
             parts.extend(message_parts)
-            extra: dict[str, Any] = {"text": _parts.index_text(f"{message.type}: {message.text}")} if self._text else {}
             items.append(
                 {
                     "path": path,
@@ -228,12 +156,10 @@ class SovsealChatMessageHistory(BaseChatMessageHistory):
                     "metadata": {"session_id": self.session_id, "role": message.type},
                     "type": "episodic",
                     "provenance": "observed",
-                    **extra,
+                    "text": index_text(f"{message.type}: {message.text}"),
                 }
             )
-        results = self._client.store_many([*parts, *items])
-        stored = {item["path"]: self._client.get(item["path"]) for item in items}  # the payloads as a reader gets them
-        _wrote(self._client, listing, results[-1].snapshot_id, {p: m.payload for p, m in stored.items() if m is not None})
+        self._client.store_many([*parts, *items])
 
     async def aadd_messages(self, messages: Sequence[BaseMessage]) -> None:
         await asyncio.to_thread(self.add_messages, messages)
@@ -247,27 +173,13 @@ class SovsealChatMessageHistory(BaseChatMessageHistory):
         ``clear()`` removed are not shown any more, so a later erasing clear does not reach them:
         set ``erase_on_delete=True`` from the start where conversations must be erasable.
         """
-        if erase is None:
-            erase = self.erase_on_delete
-        if not isinstance(erase, bool):
-            raise TypeError(f"erase must be a bool, got {type(erase).__name__}")
-        listing, payloads, paths = self._records()
-        if erase:
-            if not paths:
-                return
-            with Erasure(self._client) as erasure:
-                for path in reversed(paths):
-                    erasure.record(path, self._prefix, payloads[path])
-            _wrote(self._client, listing, self._client.snapshot(), dict.fromkeys(paths))
-            return
-        head = None
-        for path in reversed(paths):
-            result = self._client.delete(path)
-            if result is not None:
-                head = result.snapshot_id
-        if head is not None:
-            _wrote(self._client, listing, head, dict.fromkeys(paths))
-            drop_parts(self._client, [payloads[p] for p in paths], [])
+        recs = [m for m in map(self._client.get, reversed(self._paths())) if m is not None]
+        if not erase_flag(erase, self.erase_on_delete):
+            PARTS.delete(self._client, recs)
+        elif recs:
+            with Erasure(self._client, PARTS) as erasure:
+                for m in recs:
+                    erasure.record(m.path, self._prefix, m.payload)
 
     async def aclear(self, *, erase: bool | None = None) -> None:
         await asyncio.to_thread(lambda: self.clear(erase=erase))

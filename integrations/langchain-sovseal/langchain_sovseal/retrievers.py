@@ -3,17 +3,17 @@
 from __future__ import annotations
 
 import asyncio
-from typing import Any
+from typing import Any, cast
 
 from langchain_core.callbacks import AsyncCallbackManagerForRetrieverRun, CallbackManagerForRetrieverRun
 from langchain_core.documents import Document
 from langchain_core.retrievers import BaseRetriever
+from langchain_core.vectorstores import VectorStore
 from pydantic import ConfigDict, model_validator
 
 from sovseal import Memory, Sovseal
 
-from ._common import memory_metadata, payload_text, read_payload, scoped_filter, translate_filter
-from .vectorstores import SovsealVectorStore
+from ._common import scoped_filter, to_document
 
 
 class SovsealRetriever(BaseRetriever):
@@ -39,8 +39,10 @@ class SovsealRetriever(BaseRetriever):
 
     model_config = ConfigDict(arbitrary_types_allowed=True)
 
-    vectorstore: SovsealVectorStore | None = None
-    """Recall within this vector store's collection."""
+    # Typed as LangChain's VectorStore (checked to be a SovsealVectorStore below), so that this module
+    # and vectorstores.py (whose as_recall_retriever makes one of these) do not import each other.
+    vectorstore: VectorStore | None = None
+    """Recall within this ``SovsealVectorStore``'s collection."""
     client: Sovseal | None = None
     """Or recall over a whole sovseal store (every memory, not only LangChain documents)."""
     k: int = 4
@@ -56,25 +58,17 @@ class SovsealRetriever(BaseRetriever):
     def _one_source(self) -> SovsealRetriever:
         if (self.vectorstore is None) == (self.client is None):
             raise ValueError("pass exactly one of vectorstore= (a SovsealVectorStore) or client= (a sovseal.Sovseal)")
-        if isinstance(self.k, bool) or not isinstance(self.k, int) or self.k < 0:
-            raise ValueError(f"k must be an integer >= 0, got {self.k!r}")
+        if self.vectorstore is not None and not isinstance(getattr(self.vectorstore, "client", None), Sovseal):
+            raise ValueError(f"vectorstore must be a SovsealVectorStore, got {type(self.vectorstore).__name__}")
+        _check_k(self.k)
         return self
 
     def _handle(self) -> Sovseal:
-        return self.vectorstore.client if self.vectorstore is not None else self.client  # type: ignore[return-value]
+        handle = self.client if self.vectorstore is None else self.vectorstore.client  # type: ignore[attr-defined]
+        return cast(Sovseal, handle)  # checked by _one_source
 
-    def _scope(self, filter: dict[str, Any] | None, sovseal_filter: dict[str, Any] | None) -> dict[str, Any] | None:
-        if self.vectorstore is not None:
-            return scoped_filter(self.vectorstore.path_prefix, filter, sovseal_filter)
-        parts = [p for p in (translate_filter(filter), sovseal_filter) if p is not None]
-        if not parts:
-            return None
-        return parts[0] if len(parts) == 1 else {"$and": parts}
-
-    def _document(self, memory: Memory) -> Document:
-        if self.vectorstore is not None:
-            return self.vectorstore._document(memory)
-        return Document(id=memory.path, page_content=payload_text(read_payload(self._handle(), memory)), metadata=memory_metadata(memory))
+    def _prefix(self) -> str:
+        return "" if self.vectorstore is None else str(self.vectorstore.path_prefix)  # type: ignore[attr-defined]
 
     def recall_memories(
         self,
@@ -85,15 +79,18 @@ class SovsealRetriever(BaseRetriever):
         sovseal_filter: dict[str, Any] | None = None,
     ) -> list[Memory]:
         """The recalled sovseal memories themselves, with their lineage fields and recall scores."""
-        k = self.k if k is None else k
-        if isinstance(k, bool) or not isinstance(k, int) or k < 0:
-            raise ValueError(f"k must be an integer >= 0, got {k!r}")
-        scope = self._scope(
-            self.filter if filter is None else filter, self.sovseal_filter if sovseal_filter is None else sovseal_filter
+        k = _check_k(self.k if k is None else k)
+        scope = scoped_filter(
+            self._prefix(),
+            self.filter if filter is None else filter,
+            self.sovseal_filter if sovseal_filter is None else sovseal_filter,
         )
         if k == 0:
             return []
         return self._handle().recall(query, k=k, filter=scope, branch=self.branch)
+
+    def _documents(self, found: list[Memory]) -> list[Document]:
+        return [to_document(self._handle(), m, self._prefix(), branch=self.branch) for m in found]
 
     def _get_relevant_documents(
         self,
@@ -104,8 +101,7 @@ class SovsealRetriever(BaseRetriever):
         filter: dict[str, Any] | None = None,
         sovseal_filter: dict[str, Any] | None = None,
     ) -> list[Document]:
-        found = self.recall_memories(query, k=k, filter=filter, sovseal_filter=sovseal_filter)
-        return [self._document(m) for m in found]
+        return self._documents(self.recall_memories(query, k=k, filter=filter, sovseal_filter=sovseal_filter))
 
     async def _aget_relevant_documents(
         self,
@@ -117,7 +113,13 @@ class SovsealRetriever(BaseRetriever):
         sovseal_filter: dict[str, Any] | None = None,
     ) -> list[Document]:
         found = await asyncio.to_thread(self.recall_memories, query, k=k, filter=filter, sovseal_filter=sovseal_filter)
-        return [self._document(m) for m in found]
+        return await asyncio.to_thread(self._documents, found)
+
+
+def _check_k(k: object) -> int:
+    if isinstance(k, bool) or not isinstance(k, int) or k < 0:
+        raise ValueError(f"k must be an integer >= 0, got {k!r}")
+    return k
 
 
 __all__ = ["SovsealRetriever"]

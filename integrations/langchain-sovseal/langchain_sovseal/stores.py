@@ -11,9 +11,9 @@ from typing import Any
 from langchain_core.stores import ByteStore
 
 from sovseal import Sovseal
+from sovseal.integration import Erasure, check_key, check_segment, erase_flag, index_text, open_handle
 
-from . import _parts
-from ._common import PARTS_ROOT, ROOT, Erasure, accepts, check_key, check_segment, drop_parts, list_paths, open_client, read_payload
+from ._common import PARTS, ROOT
 
 
 class SovsealByteStore(ByteStore):
@@ -62,10 +62,7 @@ class SovsealByteStore(ByteStore):
             raise TypeError(f"erase_on_delete must be a bool, got {type(erase_on_delete).__name__}")
         self.erase_on_delete = erase_on_delete
         self._prefix = f"{ROOT}-kv/{namespace}/"
-        self._client, self._owns_client = open_client(
-            client, path=path, key=key, embedder=None, branch=client_kwargs.pop("branch", None), client_kwargs=client_kwargs
-        )
-        self._text = accepts(self._client.store, "text")
+        self._client, self._owns_client = open_handle(client, path=path, key=key, client_kwargs=client_kwargs)
 
     @property
     def client(self) -> Sovseal:
@@ -88,7 +85,7 @@ class SovsealByteStore(ByteStore):
         out: list[bytes | None] = []
         for key in keys:
             memory = self._client.get(self._path(key))
-            out.append(None if memory is None else base64.b64decode(read_payload(self._client, memory)))
+            out.append(None if memory is None else base64.b64decode(PARTS.read(self._client, memory)))
         return out
 
     def mset(self, key_value_pairs: Sequence[tuple[str, bytes]]) -> None:
@@ -100,44 +97,33 @@ class SovsealByteStore(ByteStore):
         parts: list[dict[str, Any]] = []
         items: list[dict[str, Any]] = []
         for path, encoded in planned:
-            payload, value_parts = _parts.pack(
-                path, encoded, PARTS_ROOT, where=f"the value of key {path[len(self._prefix) :]!r}", group=self._prefix
-            )
+            key = path[len(self._prefix) :]
+            payload, value_parts = PARTS.pack(path, encoded, where=f"the value of key {key!r}", group=self._prefix)
             parts.extend(value_parts)
-            item = {"path": path, "payload": payload}
-            if self._text:  # index the key, not kilobytes of base64
-                item["text"] = _parts.index_text(path[len(self._prefix) :])
-            items.append(item)
+            items.append({"path": path, "payload": payload, "text": index_text(key)})  # the key, not kilobytes of base64
         if not items:
             return
         old = [self._client.get(item["path"]) for item in items]
         self._client.store_many([*parts, *items])
-        drop_parts(self._client, [m.payload for m in old if m is not None], [item["payload"] for item in items])
+        PARTS.drop(self._client, [m.payload for m in old if m is not None], [item["payload"] for item in items])
 
     def mdelete(self, keys: Sequence[str], *, erase: bool | None = None) -> None:
         """Delete ``keys`` (missing ones are ignored): tombstones, or with ``erase`` (default: the
         store's ``erase_on_delete``) an erasure of every version of each, keys deleted earlier too,
         then one compaction."""
-        if erase is None:
-            erase = self.erase_on_delete
-        if not isinstance(erase, bool):
-            raise TypeError(f"erase must be a bool, got {type(erase).__name__}")
-        if erase:
-            paths = [self._path(key) for key in keys]
-            with Erasure(self._client) as erasure:
-                for path in dict.fromkeys(paths):
-                    old = self._client.get(path)
-                    erasure.record(path, self._prefix, None if old is None else old.payload)
+        paths = list(dict.fromkeys(self._path(key) for key in keys))  # every key is checked first
+        found = [m for m in map(self._client.get, paths) if m is not None]
+        if not erase_flag(erase, self.erase_on_delete):
+            PARTS.delete(self._client, found)
             return
-        for key in keys:
-            path = self._path(key)
-            old = self._client.get(path)
-            if old is not None and self._client.delete(path) is not None:
-                drop_parts(self._client, [old.payload], [])
+        payloads = {m.path: m.payload for m in found}
+        with Erasure(self._client, PARTS) as erasure:
+            for path in paths:
+                erasure.record(path, self._prefix, payloads.get(path))
 
     def _keys(self, prefix: str | None) -> list[str]:
         start = len(self._prefix)
-        return [p[start:] for p in list_paths(self._client, self._prefix + (prefix or ""))]
+        return [p[start:] for p in self._client.paths(self._prefix + (prefix or ""))]
 
     def yield_keys(self, *, prefix: str | None = None) -> Iterator[str]:
         yield from self._keys(prefix)

@@ -17,31 +17,14 @@ from langchain_core.vectorstores.utils import maximal_marginal_relevance
 
 from sovseal import LogEntry, Memory, Sovseal
 from sovseal.embed.fingerprint import qualified_name
+from sovseal.integration import Erasure, check_key, check_segment, deletion, index_text, open_handle
 
-from . import _parts
-from ._common import (
-    PARTS_ROOT,
-    ROOT,
-    Erasure,
-    SovsealFeatureUnavailable,
-    check_key,
-    check_segment,
-    chunked,
-    drop_parts,
-    has_method,
-    list_paths,
-    memory_metadata,
-    open_client,
-    payload_text,
-    read_payload,
-    scoped_filter,
-)
+from ._common import PARTS, ROOT, scoped_filter, to_document
 from .embeddings import SovsealEmbeddings
+from .retrievers import SovsealRetriever
 
 if TYPE_CHECKING:
     from typing import Self
-
-    from .retrievers import SovsealRetriever
 
 
 #: Documents embedded and stored per batch by add_documents (one embeddings call and one durable
@@ -145,7 +128,7 @@ class SovsealVectorStore(VectorStore):
         if client_kwargs.get("embedder") is not None:
             raise ValueError("pass embedding= (a LangChain Embeddings); the store gives the sovseal handle its embedder")
         # Only a handle this store opens gets this store's embeddings; a client passed in keeps its own.
-        self._client, self._owns_client = open_client(
+        self._client, self._owns_client = open_handle(
             client,
             path=path,
             key=key,
@@ -197,13 +180,9 @@ class SovsealVectorStore(VectorStore):
         return self._prefix + check_key(doc_id, "a document id")
 
     def _document(self, memory: Memory) -> Document:
-        return Document(
-            id=memory.path[len(self._prefix) :],
-            page_content=payload_text(read_payload(self._client, memory)),
-            metadata=memory_metadata(memory),
-        )
+        return to_document(self._client, memory, self._prefix)
 
-    def _filter(self, filter: dict[str, Any] | None, sovseal_filter: dict[str, Any] | None) -> dict[str, Any]:
+    def _filter(self, filter: dict[str, Any] | None, sovseal_filter: dict[str, Any] | None) -> dict[str, Any] | None:
         return scoped_filter(self._prefix, filter, sovseal_filter)
 
     # -- writing -------------------------------------------------------------------------------
@@ -233,28 +212,22 @@ class SovsealVectorStore(VectorStore):
             content = doc.page_content
             if not isinstance(content, str):
                 raise TypeError(f"page_content must be a str, got {type(content).__name__} for document {doc_id!r}")
-            payload, doc_parts = _parts.pack(
-                path, content, PARTS_ROOT, where=f"the page_content of document {doc_id!r}", group=self._prefix
-            )
+            payload, doc_parts = PARTS.pack(path, content, where=f"the page_content of document {doc_id!r}", group=self._prefix)
             parts.extend(doc_parts)
             records.append(
-                {"path": path, "payload": payload, "metadata": dict(doc.metadata), "type": memory_type, "text": _parts.index_text(content)}
+                {"path": path, "payload": payload, "metadata": dict(doc.metadata), "type": memory_type, "text": index_text(content)}
             )
             out.append(doc_id)
         if not records:
             return out
-        rows: list[np.ndarray] = []
-        for batch in chunked([doc.page_content for doc in documents], EMBED_BATCH):
-            rows.append(np.asarray(self._embedding.embed_documents(batch), dtype=np.float32).reshape(len(batch), -1))
-        embedded = np.concatenate(rows)
+        texts = [doc.page_content for doc in documents]
+        rows = [self._embedding.embed_documents(texts[i : i + EMBED_BATCH]) for i in range(0, len(texts), EMBED_BATCH)]
+        embedded = np.concatenate([np.asarray(r, dtype=np.float32).reshape(len(r), -1) for r in rows])
         vectors = np.concatenate([np.zeros((len(parts), embedded.shape[1]), dtype=np.float32), embedded]) if parts else embedded
         old = [self._client.get(item["path"]) for item in records]
         self._client.store_many([*parts, *records], vectors=vectors)
-        drop_parts(self._client, [m.payload for m in old if m is not None], [item["payload"] for item in records])
+        PARTS.drop(self._client, [m.payload for m in old if m is not None], [item["payload"] for item in records])
         return out
-
-    async def aadd_documents(self, documents: list[Document], **kwargs: Any) -> list[str]:
-        return await asyncio.to_thread(self.add_documents, documents, **kwargs)
 
     def delete(self, ids: list[str] | None = None, **kwargs: Any) -> bool | None:
         """Delete documents by id (missing ids are ignored); ``ids=None`` deletes the whole collection.
@@ -273,45 +246,22 @@ class SovsealVectorStore(VectorStore):
         string, sealed with the redaction, no personal data) says why, for the audit trail.
         Use erasure for a right-to-erasure (GDPR) request or a secret stored by mistake.
         """
-        erase = kwargs.pop("erase", None)
-        reason = kwargs.pop("reason", None)
-        if kwargs:
-            raise TypeError(f"unexpected arguments: {', '.join(sorted(kwargs))}")
-        if erase is None:
-            erase = self._erase_on_delete
-        if not isinstance(erase, bool):
-            raise TypeError(f"erase must be a bool, got {type(erase).__name__}")
-        if reason is not None and not erase:
-            raise TypeError("reason= goes with erase=True: a plain delete keeps the history and records no reason")
+        erase, reason = deletion(kwargs, self._erase_on_delete)
+        paths = None if ids is None else [self._path(i) for i in ids]  # every id is checked first
         if erase:
-            self._erase(ids, reason or "")
+            with Erasure(self._client, PARTS, reason) as erasure:
+                if paths is None:  # a collection name has no '/': nothing else is under its prefix
+                    erasure.group(self._prefix, [m.payload for m in self._client.find({"path_prefix": self._prefix})])
+                for path in dict.fromkeys(paths or ()):
+                    old = self._client.get(path)
+                    erasure.record(path, self._prefix, None if old is None else old.payload)
             return True
-        paths = list_paths(self._client, self._prefix) if ids is None else [self._path(i) for i in ids]
-        for path in paths:
-            old = self._client.get(path)
-            if old is not None and self._client.delete(path) is not None:
-                drop_parts(self._client, [old.payload], [])
+        if paths is None:
+            found = self._client.find({"path_prefix": self._prefix})
+        else:
+            found = [m for m in map(self._client.get, dict.fromkeys(paths)) if m is not None]
+        PARTS.delete(self._client, found)
         return True
-
-    def _erase(self, ids: list[str] | None, reason: str) -> None:
-        """Purge the documents' paths and their part records, then compact once."""
-        paths = None if ids is None else [self._path(i) for i in ids]  # every id is checked before the first purge
-        with Erasure(self._client, reason) as erasure:
-            if paths is None:
-                visible = list_paths(self._client, self._prefix)
-                legacy = {p: m.payload for p, m in ((p, self._client.get(p)) for p in visible) if m is not None}
-                erasure.purge(prefix=self._prefix)  # a collection name has no '/': nothing else is under it
-                erasure.purge(prefix=_parts.group_prefix(PARTS_ROOT, self._prefix))
-                for path, payload in legacy.items():
-                    for part in _parts.outside(payload, PARTS_ROOT, _parts.group_prefix(PARTS_ROOT, self._prefix)):
-                        erasure.purge(part)
-                return
-            for path in dict.fromkeys(paths):
-                old = self._client.get(path)
-                erasure.record(path, self._prefix, None if old is None else old.payload)
-
-    async def adelete(self, ids: list[str] | None = None, **kwargs: Any) -> bool | None:
-        return await asyncio.to_thread(self.delete, ids, **kwargs)
 
     # -- reading -------------------------------------------------------------------------------
 
@@ -324,9 +274,6 @@ class SovsealVectorStore(VectorStore):
                 out.append(self._document(memory))
         return out
 
-    async def aget_by_ids(self, ids: Sequence[str], /) -> list[Document]:
-        return await asyncio.to_thread(self.get_by_ids, ids)
-
     def get_memories(self, ids: Sequence[str]) -> dict[str, Memory]:
         """The sovseal records behind these ids: snapshot id, creation time, reinforcement, type.
 
@@ -336,7 +283,7 @@ class SovsealVectorStore(VectorStore):
         for doc_id in ids:
             memory = self._client.get(self._path(doc_id))
             if memory is not None:
-                out[doc_id] = dataclasses.replace(memory, payload=read_payload(self._client, memory))
+                out[doc_id] = dataclasses.replace(memory, payload=PARTS.read(self._client, memory))
         return out
 
     # -- similarity search ---------------------------------------------------------------------
@@ -351,9 +298,7 @@ class SovsealVectorStore(VectorStore):
         scope = self._filter(filter, sovseal_filter)  # validated even when k == 0
         if k <= 0:
             return []
-        if not has_method(self._client, "recall_by_vector"):
-            raise SovsealFeatureUnavailable("Sovseal.recall_by_vector(vector, *, k, filter)", "SovsealVectorStore search")
-        found = self._client.recall_by_vector(list(map(float, embedding)), k=k, filter=scope)  # type: ignore[attr-defined]
+        found = self._client.recall_by_vector(list(map(float, embedding)), k=k, filter=scope)
         return [(self._document(m), float(m.score if m.score is not None else 0.0)) for m in found]
 
     def similarity_search_with_score_by_vector(
@@ -426,18 +371,6 @@ class SovsealVectorStore(VectorStore):
         found = await self.asimilarity_search_with_score(query, k, filter, sovseal_filter=sovseal_filter)
         return [doc for doc, _ in found]
 
-    async def asimilarity_search_by_vector(
-        self,
-        embedding: list[float],
-        k: int = 4,
-        filter: dict[str, Any] | None = None,
-        *,
-        sovseal_filter: dict[str, Any] | None = None,
-        **kwargs: Any,
-    ) -> list[Document]:
-        found = await asyncio.to_thread(self._by_vector, embedding, k, filter, sovseal_filter)
-        return [doc for doc, _ in found]
-
     def _select_relevance_score_fn(self) -> Callable[[float], float]:
         """Cosine similarity in [-1, 1] to a relevance score in [0, 1]."""
         return _cosine_to_relevance
@@ -493,27 +426,6 @@ class SovsealVectorStore(VectorStore):
             self._embedding.embed_query(query), k, fetch_k, lambda_mult, filter, sovseal_filter=sovseal_filter
         )
 
-    async def amax_marginal_relevance_search_by_vector(
-        self,
-        embedding: list[float],
-        k: int = 4,
-        fetch_k: int = 20,
-        lambda_mult: float = 0.5,
-        filter: dict[str, Any] | None = None,
-        *,
-        sovseal_filter: dict[str, Any] | None = None,
-        **kwargs: Any,
-    ) -> list[Document]:
-        return await asyncio.to_thread(
-            self.max_marginal_relevance_search_by_vector,
-            embedding,
-            k,
-            fetch_k,
-            lambda_mult,
-            filter,
-            sovseal_filter=sovseal_filter,
-        )
-
     async def amax_marginal_relevance_search(
         self,
         query: str,
@@ -527,7 +439,7 @@ class SovsealVectorStore(VectorStore):
     ) -> list[Document]:
         vector = await self._embedding.aembed_query(query)
         return await self.amax_marginal_relevance_search_by_vector(
-            vector, k, fetch_k, lambda_mult, filter, sovseal_filter=sovseal_filter
+            vector, k, fetch_k, lambda_mult, filter=filter, sovseal_filter=sovseal_filter
         )
 
     # -- construction --------------------------------------------------------------------------
@@ -574,8 +486,6 @@ class SovsealVectorStore(VectorStore):
     def as_recall_retriever(self, **kwargs: Any) -> SovsealRetriever:
         """A :class:`SovsealRetriever` over this collection: sovseal's full recall (hybrid dense + keyword,
         decay, reinforcement, lineage context), where ``as_retriever()`` gives plain vector search."""
-        from .retrievers import SovsealRetriever
-
         return SovsealRetriever(vectorstore=self, **kwargs)
 
     # -- lineage -------------------------------------------------------------------------------

@@ -39,7 +39,9 @@ from tests.fakes import fake_embed
 FAKE = DeterministicFakeEmbedding(size=16)
 BIG = "tool output line\n" * 11_765 + "é☃"  # 200,007 characters: stored in parts
 ODD_IDS = ["a", "a/b", "a/b/", "../up", "a.b.c", "é☃ ü", " ", "x" * 900, "part/0", "langchain/default/a"]
-ids = st.one_of(st.sampled_from(ODD_IDS), st.text(st.characters(blacklist_characters="\x00", blacklist_categories=("Cs",)), min_size=1, max_size=12))
+ids = st.one_of(
+    st.sampled_from(ODD_IDS), st.text(st.characters(blacklist_characters="\x00", blacklist_categories=("Cs",)), min_size=1, max_size=12)
+)
 contents = st.sampled_from(["", "alpha", "beta gamma", "alpha", BIG, "Ünïcødé ☃"])
 metadata = st.fixed_dictionaries({"tag": st.sampled_from(["x", "y"]), "n": st.integers(0, 3)})
 SETTINGS = settings(max_examples=25, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture, HealthCheck.too_slow])
@@ -94,7 +96,8 @@ def test_vector_store_matches_in_memory_vector_store(ops: list[tuple[Any, ...]])
             else:
                 _, query, k, tag = op
                 flt = None if tag is None else {"tag": tag}
-                ref_all = ref.similarity_search_with_score(query, k=1000, filter=None if tag is None else (lambda d, t=tag: d.metadata["tag"] == t))
+                by_tag = None if tag is None else (lambda d, t=tag: d.metadata["tag"] == t)
+                ref_all = ref.similarity_search_with_score(query, k=1000, filter=by_tag)
                 _check_search(ours.similarity_search_with_score(query, k=k, filter=flt), ref_all, k)
         everything = list(ref.store)
         assert sorted(ours.get_by_ids(everything), key=lambda d: d.id) == sorted(ref.get_by_ids(everything), key=lambda d: d.id)
@@ -111,7 +114,9 @@ messages = st.lists(
     min_size=1,
     max_size=4,
 )
-chat_ops = st.lists(st.one_of(st.tuples(st.just("add"), messages), st.tuples(st.just("clear")), st.tuples(st.just("read"))), min_size=1, max_size=8)
+chat_ops = st.lists(
+    st.one_of(st.tuples(st.just("add"), messages), st.tuples(st.just("clear")), st.tuples(st.just("read"))), min_size=1, max_size=8
+)
 
 
 @SETTINGS
@@ -191,7 +196,8 @@ def test_threads_writing_one_store_end_as_the_reference() -> None:
             list(pool.map(work, range(8)))
         for t in range(8):
             for i in range(4):
-                ref_vs.add_documents([Document(page_content=BIG if i == 3 and t == 0 else f"doc {t}.{i}", id=f"t{t}/d{i}", metadata={"t": t})])
+                content = BIG if i == 3 and t == 0 else f"doc {t}.{i}"
+                ref_vs.add_documents([Document(page_content=content, id=f"t{t}/d{i}", metadata={"t": t})])
                 ref_chat[f"s{t}"].add_messages([HumanMessage(f"q{t}.{i}"), AIMessage("")])
                 ref_kv.mset([(f"t{t}.k{i}", bytes([t, i]) * (100_000 if i == 2 else 1))])
         every = sorted(ref_vs.store)

@@ -25,8 +25,8 @@ from langchain_sovseal import (
 )
 
 from sovseal import Sovseal
-from tests.fakes import fake_embed
 from tests.erasure_scan import assert_gone, sealed_under
+from tests.fakes import fake_embed
 
 FAKE = DeterministicFakeEmbedding(size=16)
 SECRET = "the vault combination is 7351-alpha-quebec"
@@ -229,6 +229,7 @@ def test_byte_store_mdelete_erases(store_dir: Path, key: bytes) -> None:
 def test_another_handle_stops_serving_erased_messages_from_its_cache(tmp_path: Path) -> None:
     """A purge moves no head: a handle that read the session before sees the erasure all the same."""
     from langchain_sovseal import SovsealChatMessageHistory
+
     from sovseal import Sovseal
     from tests.fakes import fake_embed
 

@@ -15,12 +15,12 @@ from langchain_core.embeddings import DeterministicFakeEmbedding
 from langchain_core.messages import AIMessage, HumanMessage, ToolMessage
 from langchain_core.vectorstores import InMemoryVectorStore
 from langchain_sovseal import SovsealByteStore, SovsealChatMessageHistory, SovsealEmbeddings, SovsealVectorStore
-from langchain_sovseal import _parts
 
 from sovseal import Sovseal
 from sovseal.canonical import canonicalize
 from sovseal.entries import MAX_ENTRY_BYTES
 from sovseal.errors import CanonicalizationError, IntegrityError, PayloadTooLargeError
+from sovseal.integration import parts as _parts
 from tests.fakes import fake_embed
 
 FAKE = DeterministicFakeEmbedding(size=16)
@@ -143,4 +143,4 @@ def test_a_swapped_part_fails_the_read(mem: Sovseal) -> None:
     part = mem.get(first).payload
     mem.store(first, {**part, "s": part["s"][::-1]}, index=False)
     with pytest.raises(IntegrityError):
-        SovsealChatMessageHistory("s", client=mem).messages
+        _ = SovsealChatMessageHistory("s", client=mem).messages

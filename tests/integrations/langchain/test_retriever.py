@@ -104,7 +104,7 @@ def test_branch_field_recalls_another_branch(store: SovsealVectorStore) -> None:
         main = SovsealRetriever(vectorstore=store, k=10)
         side = SovsealRetriever(vectorstore=store, k=10, branch="side")
         assert "side-only" not in [d.id for d in main.invoke("note only")]
-        assert [d.id for d in side.invoke("side branch note")][0] == "side-only"
+        assert next(d.id for d in side.invoke("side branch note")) == "side-only"
 
 
 @pytest.mark.asyncio

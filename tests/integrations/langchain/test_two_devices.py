@@ -5,7 +5,6 @@ messages from both devices in the same order, each device's batch together."""
 
 from __future__ import annotations
 
-import pytest
 from langchain_core.documents import Document
 from langchain_core.embeddings import Embeddings
 from langchain_core.messages import AIMessage, HumanMessage
@@ -63,22 +62,16 @@ def test_langchain_chat_history_keeps_both_devices_messages_in_one_order(devices
     assert chat_a.messages == chat_b.messages == []
 
 
-
-
-def test_the_chat_listing_uses_heads_of_when_the_sdk_has_it(devices: Devices, monkeypatch: pytest.MonkeyPatch) -> None:
-    from sovseal import Sovseal
-
-    asked: list[str] = []
-
-    def heads_of(self: Sovseal, branch: str) -> list[str | None]:
-        asked.append(branch)
-        return self.status().heads[branch]
-
-    monkeypatch.setattr(Sovseal, "heads_of", heads_of, raising=False)
+def test_a_history_read_earlier_shows_the_other_device_s_writes_and_erasures(devices: Devices) -> None:
+    """What a history read once is never served again stale: a pull that adds a head, and an
+    erasure on the other device (which moves no head), both show at the next read."""
     chat_a, chat_b = SovsealChatMessageHistory("sdk", client=devices.a), SovsealChatMessageHistory("sdk", client=devices.b)
     chat_a.add_messages([HumanMessage(content="from a")])
+    assert [m.content for m in chat_a.messages] == ["from a"]
     chat_b.add_messages([HumanMessage(content="from b")])
     devices.sync()
     assert [m.content for m in chat_a.messages] == [m.content for m in chat_b.messages]
     assert sorted(m.content for m in chat_a.messages) == ["from a", "from b"]
-    assert asked and set(asked) == {"main"}
+    chat_b.clear(erase=True)
+    devices.sync()
+    assert chat_a.messages == chat_b.messages == []

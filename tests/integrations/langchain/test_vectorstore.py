@@ -70,7 +70,7 @@ def test_scores_are_cosine_similarities(store: SovsealVectorStore) -> None:
 
 def test_relevance_scores_and_threshold_retriever(store: SovsealVectorStore) -> None:
     store.add_documents(_docs())
-    found = dict((d.id, s) for d, s in store.similarity_search_with_relevance_scores("apple", k=5))
+    found = {d.id: s for d, s in store.similarity_search_with_relevance_scores("apple", k=5)}
     assert found["a"] == pytest.approx(1.0, abs=1e-5)
     assert found["ab"] == pytest.approx((1 + 1 / math.sqrt(2)) / 2, abs=1e-5)
     assert found["c"] == pytest.approx(0.5, abs=1e-5)
