@@ -102,7 +102,10 @@ def build_sovseal(root: Path, paths: int, writes: int, vecs: np.ndarray, words: 
             for start in range(0, paths, 2000):
                 end = min(paths, start + 2000)
                 rows = slice(w * paths + start, w * paths + end)
-                items = [{"path": f"note.{i}", "payload": {"text": t, "v": w}, "text": t} for i, t in zip(range(start, end), words[rows], strict=True)]
+                items = [
+                    {"path": f"note.{i}", "payload": {"text": t, "v": w}, "text": t}
+                    for i, t in zip(range(start, end), words[rows], strict=True)
+                ]
                 mem.store_many(items, vectors=vecs[rows])
     return {"ingest_s": time.perf_counter() - started}
 
@@ -126,7 +129,13 @@ def build_lancedb(root: Path, vecs: np.ndarray, words: list[str]) -> dict[str, f
 
     started = time.perf_counter()
     db = lancedb.connect(str(root / "lancedb"))
-    data = pa.table({"id": pa.array(np.arange(len(vecs))), "text": pa.array(words), "vector": pa.FixedSizeListArray.from_arrays(pa.array(vecs.ravel()), vecs.shape[1])})
+    data = pa.table(
+        {
+            "id": pa.array(np.arange(len(vecs))),
+            "text": pa.array(words),
+            "vector": pa.FixedSizeListArray.from_arrays(pa.array(vecs.ravel()), vecs.shape[1]),
+        }
+    )
     db.create_table("bench", data, mode="overwrite")
     return {"ingest_s": time.perf_counter() - started}
 
@@ -234,7 +243,9 @@ def warm(systems: list[str], root: Path, queries: int) -> dict[str, Any]:
         import chromadb
         from chromadb.config import Settings
 
-        collection = chromadb.PersistentClient(path=str(root / "chroma"), settings=Settings(anonymized_telemetry=False)).get_collection("bench")
+        collection = chromadb.PersistentClient(path=str(root / "chroma"), settings=Settings(anonymized_telemetry=False)).get_collection(
+            "bench"
+        )
         calls["chroma"] = lambda q: collection.query(query_embeddings=[embedder.embed_documents([q])[0]], n_results=10)
     calls["query embedding"] = lambda q: embedder.embed_documents([q])
     if mem is not None:  # a long-running process: the mapped matrix is made resident in the background
@@ -304,7 +315,11 @@ def main() -> None:
             for system in systems:
                 shutil.rmtree(root / system, ignore_errors=True)
                 print(f"building {system} ({n} records)...", file=sys.stderr, flush=True)
-                build = {"sovseal": lambda: build_sovseal(root, args.paths, args.writes, vecs, words), "lancedb": lambda: build_lancedb(root, vecs, words), "chroma": lambda: build_chroma(root, vecs, words)}[system]
+                build = {
+                    "sovseal": lambda: build_sovseal(root, args.paths, args.writes, vecs, words),
+                    "lancedb": lambda: build_lancedb(root, vecs, words),
+                    "chroma": lambda: build_chroma(root, vecs, words),
+                }[system]
                 result["build"][system] = build()
             del vecs, words
         if "sovseal" in systems:

@@ -153,7 +153,8 @@ def build_sqlite(root: Path, n: int, size: int, seed: int) -> dict[str, float]:
     db.execute("CREATE INDEX records_path ON records (path)")
     for start in range(0, n, 2000):
         db.execute("BEGIN")
-        db.executemany("INSERT INTO records (path, payload) VALUES (?, ?)", [(p, body.encode()) for p, body in items(n, size, seed, start, 2000)])
+        rows = [(p, body.encode()) for p, body in items(n, size, seed, start, 2000)]
+        db.executemany("INSERT INTO records (path, payload) VALUES (?, ?)", rows)
         db.execute("COMMIT")
     db.execute("PRAGMA wal_checkpoint(TRUNCATE)")
     built = time.perf_counter() - started
@@ -272,7 +273,11 @@ def timeline(samples: list[tuple[float, float]], t0: float, t1: float, step: flo
     for s, d in samples:
         b = int((s - t0) // step)
         bins[b] = max(bins.get(b, 0.0), d)
-    return {"end_s": round(t1 - t0, 3), "step_s": step, "max_ms": [[round(b * step, 2), round(d * 1000, 2)] for b, d in sorted(bins.items())]}
+    return {
+        "end_s": round(t1 - t0, 3),
+        "step_s": step,
+        "max_ms": [[round(b * step, 2), round(d * 1000, 2)] for b, d in sorted(bins.items())],
+    }
 
 
 # -- one run of each ------------------------------------------------------------------------------------
@@ -339,7 +344,9 @@ def run_sovseal(base: Path, work: Path, args: argparse.Namespace) -> dict[str, A
     shutil.copytree(base / "sovseal", work / "sovseal")
     shutil.copy(base / "sovseal.key", work / "sovseal.key")
     os.sync()  # the copy's dirty pages are not flushed by the writer's first fsyncs
-    child = subprocess.Popen([sys.executable, __file__, "--compactor", str(work / "sovseal")], stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True)
+    child = subprocess.Popen(
+        [sys.executable, __file__, "--compactor", str(work / "sovseal")], stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True
+    )
     try:
         assert child.stdout is not None
         if child.stdout.readline().strip() != "ready":
@@ -372,7 +379,10 @@ def run_sovseal(base: Path, work: Path, args: argparse.Namespace) -> dict[str, A
         "rss_before_mb": c["rss_before_mb"],
         "peak_rss_added_mb": c["peak_rss_added_mb"],
         "writer_ms": windows(samples, t0, t1, args.before, args.after),
-        "timeline": {**timeline(samples, t0, t1), "lock_held_s": [round(c["lock_held_at"][0] - t0, 3), round(c["lock_held_at"][1] - t0, 3)]},
+        "timeline": {
+            **timeline(samples, t0, t1),
+            "lock_held_s": [round(c["lock_held_at"][0] - t0, 3), round(c["lock_held_at"][1] - t0, 3)],
+        },
     }
 
 
@@ -455,7 +465,12 @@ def main() -> None:
     parser.add_argument("--runs", type=int, default=3, help="compactions (and VACUUMs) per size, on fresh copies")
     parser.add_argument("--rate", type=float, default=200, help="the concurrent writer's stores per second")
     parser.add_argument("--before", type=float, default=2.0, help="seconds of writer latency measured before")
-    parser.add_argument("--after", type=float, default=1.0, help="seconds of writer latency measured once it is back (its first call returned after the operation)")
+    parser.add_argument(
+        "--after",
+        type=float,
+        default=1.0,
+        help="seconds of writer latency measured once it is back (its first call returned after the operation)",
+    )
     parser.add_argument("--seed", type=int, default=7)
     parser.add_argument("--workdir", type=Path, default=None, help="where the stores go (default: a temporary folder, removed)")
     parser.add_argument("--json", type=Path, default=None)
@@ -482,7 +497,13 @@ def main() -> None:
                 shutil.rmtree(d, ignore_errors=True)
                 d.mkdir(parents=True)
             print(f"building {n:,} records...", file=sys.stderr, flush=True)
-            entry: dict[str, Any] = {"load": os.getloadavg(), "build": {"sovseal": build_sovseal(base, n, args.payload, args.seed), "sqlite": build_sqlite(base, n, args.payload, args.seed)}}
+            entry: dict[str, Any] = {
+                "load": os.getloadavg(),
+                "build": {
+                    "sovseal": build_sovseal(base, n, args.payload, args.seed),
+                    "sqlite": build_sqlite(base, n, args.payload, args.seed),
+                },
+            }
             runs: dict[str, list[dict[str, Any]]] = {"sovseal": [], "sqlite": []}
             for r in range(args.runs):
                 order = ["sovseal", "sqlite"] if r % 2 == 0 else ["sqlite", "sovseal"]
@@ -492,7 +513,8 @@ def main() -> None:
                     runs[system].append(one)
                     print(
                         f"{n:,} {system} run {r + 1}: {one['mb_before']:.1f} -> {one['mb_after']:.1f} MB in {one['rewrite_s']:.2f} s "
-                        f"({one['mb_per_s']:.0f} MB/s), pause {one['pause_s']:.2f} s, writer max {one['writer_ms']['during_or_after']['max']:.0f} ms "
+                        f"({one['mb_per_s']:.0f} MB/s), pause {one['pause_s']:.2f} s, "
+                        f"writer max {one['writer_ms']['during_or_after']['max']:.0f} ms "
                         f"(load {one['load']:.2f})",
                         file=sys.stderr,
                         flush=True,

@@ -220,7 +220,11 @@ def main() -> None:
             "load_end": os.getloadavg()[0],
             "systems": {row[0]: dict(zip(fields, row[1:], strict=True)) for row in rows},
             "targets": TARGETS,
-            "cold_start_s": {"runs": len(cold), "median": dict(zip(("total", "runtime_imports", "import_sovseal", "embedder"), med, strict=True)), "best_total": best},
+            "cold_start_s": {
+                "runs": len(cold),
+                "median": dict(zip(("total", "runtime_imports", "import_sovseal", "embedder"), med, strict=True)),
+                "best_total": best,
+            },
             "first_start_s": dict(zip(("total", "runtime_imports", "import_sovseal", "embedder"), first, strict=True)),
             "samples_ms": samples,
         }

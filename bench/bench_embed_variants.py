@@ -94,7 +94,9 @@ def quantized(model_path: Path, bits: int, block: int, accuracy: int) -> bytes:
             graph.initializer.append(numpy_helper.from_array(np.ascontiguousarray(array), name))
         graph.initializer.remove(inits[node.input[1]])
         attrs = {"K": k, "N": n, "bits": bits, "block_size": block, "accuracy_level": accuracy}
-        nodes.append(helper.make_node("MatMulNBits", [node.input[0], *names], list(node.output), name=node.name, domain="com.microsoft", **attrs))
+        nodes.append(
+            helper.make_node("MatMulNBits", [node.input[0], *names], list(node.output), name=node.name, domain="com.microsoft", **attrs)
+        )
     del graph.node[:]
     graph.node.extend(nodes)
     return bytes(model.SerializeToString())

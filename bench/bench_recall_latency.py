@@ -411,7 +411,10 @@ def main() -> None:
             print(f"  {name:18s} p50 {figures['p50']:7.2f}  p95 {figures['p95']:7.2f}  mean {figures['mean']:7.2f}")
         s = result["sovseal"]
         cached = s["without_embedding_ms"]
-        print(f"  sovseal without the query embedding (vector cached): p50 {cached['p50']:.2f}  p95 {cached['p95']:.2f}  mean {cached['mean']:.2f}")
+        print(
+            f"  sovseal without the query embedding (vector cached): p50 {cached['p50']:.2f}  p95 {cached['p95']:.2f}  "
+            f"mean {cached['mean']:.2f}"
+        )
         print(
             f"  sovseal: ANN recall@10 vs exact {s['ann_recall@10']:.3f} (IVF in use: {s['ivf']}); open + catalog load "
             f"{s['open_s']:.1f} s; ingest {s.get('ingest_s', float('nan')):.0f} s"

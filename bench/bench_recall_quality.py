@@ -145,7 +145,9 @@ def locomo(data_dir: Path, conversations: list[str]) -> list[dict[str, Any]]:
                     payload["image"] = turn["blip_caption"]
                 path = f"chat.session_{n}.turn_{turn['dia_id'].split(':')[-1]}"
                 by_id[turn["dia_id"]] = path
-                items.append({"path": path, "payload": payload, "metadata": {"session": n, "date": date, "turn": turn["dia_id"]}, "type": "episodic"})
+                items.append(
+                    {"path": path, "payload": payload, "metadata": {"session": n, "date": date, "turn": turn["dia_id"]}, "type": "episodic"}
+                )
         queries = []
         for qa in sample["qa"]:
             if qa["category"] not in (1, 2, 3, 4):
@@ -174,7 +176,11 @@ def scifact(data_dir: Path) -> list[dict[str, Any]]:
             return list(csv.DictReader(io.TextIOWrapper(z.open(name), encoding="utf-8")))
 
         items = [
-            {"path": f"scifact.doc_{r['doc_id']}", "payload": {"title": r["title"], "text": " ".join(_scifact_sentences(r["abstract"]))}, "type": "semantic"}
+            {
+                "path": f"scifact.doc_{r['doc_id']}",
+                "payload": {"title": r["title"], "text": " ".join(_scifact_sentences(r["abstract"]))},
+                "type": "semantic",
+            }
             for r in rows("corpus_train.csv")
         ]
         claims: dict[str, str] = {}
@@ -207,7 +213,11 @@ def cranfield(data_dir: Path) -> list[dict[str, Any]]:
     base = data_dir / "cranfield"
     docs = _smart(base / "cran.all.1400")
     items = [
-        {"path": f"cranfield.doc_{d['I']}", "payload": {"title": d.get("T", "").strip(), "text": d.get("W", "").strip()}, "type": "semantic"}
+        {
+            "path": f"cranfield.doc_{d['I']}",
+            "payload": {"title": d.get("T", "").strip(), "text": d.get("W", "").strip()},
+            "type": "semantic",
+        }
         for d in docs
     ]
     qrels: dict[int, dict[str, float]] = {}
@@ -294,7 +304,9 @@ def main() -> None:
     parser.add_argument("--datasets", default="locomo,scifact,cranfield")
     parser.add_argument("--split", choices=["dev", "test", "all"], default="dev", help="LoCoMo split")
     parser.add_argument("--configs", default=",".join(CONFIGS))
-    parser.add_argument("--cache", type=Path, default=CACHE, help="directory to keep bulk embeddings in between runs (default: %(default)s)")
+    parser.add_argument(
+        "--cache", type=Path, default=CACHE, help="directory to keep bulk embeddings in between runs (default: %(default)s)"
+    )
     parser.add_argument("--no-cache", dest="cache", action="store_const", const=None, help="embed everything afresh, keep nothing")
     parser.add_argument("--workdir", default="/dev/shm" if os.path.isdir("/dev/shm") else None)
     parser.add_argument("--json", type=Path, default=None, help="also write the figures here")

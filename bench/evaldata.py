@@ -57,7 +57,11 @@ CORPORA: dict[str, Corpus] = {
         "locomo",
         "LoCoMo, github.com/snap-research/LoCoMo data/locomo10.json",
         "CC BY-NC 4.0 (non-commercial)",
-        (File("locomo/locomo10.json", f"{_LOCOMO}/data/locomo10.json", "79fa87e90f04081343b8c8debecb80a9a6842b76a7aa537dc9fdf651ea698ff4"),),
+        (
+            File(
+                "locomo/locomo10.json", f"{_LOCOMO}/data/locomo10.json", "79fa87e90f04081343b8c8debecb80a9a6842b76a7aa537dc9fdf651ea698ff4"
+            ),
+        ),
     ),
     "scifact": Corpus(
         "scifact",
@@ -70,7 +74,9 @@ CORPORA: dict[str, Corpus] = {
         "Cranfield 1400 (SMART format)",
         "freely redistributed for IR research",
         (
-            File("cranfield/cran.all.1400", f"{_CRANFIELD}/cran.all.1400", "fbb8935a93263ab6c9fadefb507fd7cd5e101e7fbeb31c12e6bff6dd501315e8"),
+            File(
+                "cranfield/cran.all.1400", f"{_CRANFIELD}/cran.all.1400", "fbb8935a93263ab6c9fadefb507fd7cd5e101e7fbeb31c12e6bff6dd501315e8"
+            ),
             File("cranfield/cran.qry", f"{_CRANFIELD}/cran.qry", "99578ceb88941ef89c14faf7c63c23776a376d8fba319b990f01d0c601d8b03f"),
             File("cranfield/cranqrel", f"{_CRANFIELD}/cranqrel", "a90f56082cd44db70bf2c21ebca39a1a34e37c82ccb5ddf1bcc64f18795234c7"),
         ),
@@ -129,7 +135,10 @@ def root(data: Path | None, names: list[str]) -> Path:
     absent = [f.path for n in names for f in CORPORA[n].files if not (base / f.path).is_file()]
     if absent:
         lacking = [n for n in names if any(f.path in absent for f in CORPORA[n].files)]
-        _fail(f"{script}: {source} names {base}, which lacks {', '.join(absent)}. It must hold\n\n" + how_to_get(lacking, shlex.quote(str(base))))
+        _fail(
+            f"{script}: {source} names {base}, which lacks {', '.join(absent)}. It must hold\n\n"
+            + how_to_get(lacking, shlex.quote(str(base)))
+        )
     return base
 
 

@@ -125,7 +125,9 @@ def section_store(runs: dict[str, Any], img: Path) -> str:
     ]
     met = "met" if a["p50"] <= 1 and a["p99"] <= 4 else "**not met**"
     fig, ax = plt.subplots(figsize=(7, 3.6))
-    ecdf(ax, {"sovseal store": r["samples_ms"]["sovseal"], "plain LanceDB add": r["samples_ms"]["lancedb"]}, f"{r['n']:,} sequential stores")
+    ecdf(
+        ax, {"sovseal store": r["samples_ms"]["sovseal"], "plain LanceDB add": r["samples_ms"]["lancedb"]}, f"{r['n']:,} sequential stores"
+    )
     save(fig, img, "store_latency.png")
     return "\n\n".join(
         [
@@ -141,7 +143,11 @@ def _replication_block(run: dict[str, Any]) -> list[list[str]]:
     r = run["results"]
     t, lag, rest = r["throughput"], r["lag"], r["restore"]
     return [
-        [f"throughput: {t['items']:,} items written offline, then drained", f"**{f(t['records_per_s'], 0)} records/s** ({f(t['drain_s'], 1)} s)", "≥ 2,000/s"],
+        [
+            f"throughput: {t['items']:,} items written offline, then drained",
+            f"**{f(t['records_per_s'], 0)} records/s** ({f(t['drain_s'], 1)} s)",
+            "≥ 2,000/s",
+        ],
         [
             f"lag store → server ack, {lag['achieved_rate']:.0f} stores/s for {r['seconds']:.0f} s",
             f"p50 {f(lag['lag_ms']['p50'], 0)} ms, **p95 {f(lag['lag_ms']['p95'], 0)} ms**, max {f(lag['lag_ms']['max'], 0)} ms",
@@ -151,7 +157,10 @@ def _replication_block(run: dict[str, Any]) -> list[list[str]]:
         [f"restore {rest['records']:,} records (pull + verify + import)", f"{f(rest['pull_verify_import_s'], 1)} s", ""],
         [
             f"restore: embedding on the device ({rest['embedder']})",
-            f"{f(rest['embedding_s'], 1)} s, {rest['embedding_share'] * 100:.0f} % of the restore ({f(rest['embedding_texts_per_s'], 0)} texts/s)",
+            (
+                f"{f(rest['embedding_s'], 1)} s, {rest['embedding_share'] * 100:.0f} % of the restore "
+                f"({f(rest['embedding_texts_per_s'], 0)} texts/s)"
+            ),
             "bounded by embedding",
         ],
     ]
@@ -205,7 +214,12 @@ def section_embed(runs: dict[str, Any], img: Path) -> str:
     (_, ours), (_, peer) = list(systems.items())
     targets = r["targets"]
     rows = [
-        [name, f"{f(s['short_p50_ms'])} / {f(s['short_p95_ms'])}", f"{f(s['turn_p50_ms'])} / {f(s['turn_p95_ms'])}", f"{f(s['bulk_texts_per_s'], 0)} texts/s"]
+        [
+            name,
+            f"{f(s['short_p50_ms'])} / {f(s['short_p95_ms'])}",
+            f"{f(s['turn_p50_ms'])} / {f(s['turn_p95_ms'])}",
+            f"{f(s['bulk_texts_per_s'], 0)} texts/s",
+        ]
         for name, s in systems.items()
     ]
     rows.append(
@@ -216,10 +230,13 @@ def section_embed(runs: dict[str, Any], img: Path) -> str:
             f"{ours['bulk_texts_per_s'] / peer['bulk_texts_per_s']:.2f}",
         ]
     )
-    rows.append(["target (issue 3)", f"≤ {targets['short p50 ms']}", f"≤ {targets['turn p50 ms']}", f"≥ {targets['bulk texts/s']:.0f} texts/s"])
+    rows.append(
+        ["target (issue 3)", f"≤ {targets['short p50 ms']}", f"≤ {targets['turn p50 ms']}", f"≥ {targets['bulk texts/s']:.0f} texts/s"]
+    )
     cold, first = r["cold_start_s"], r["first_start_s"]
     cold_rows = [
-        [f"model cached (median of {cold['runs']}; best {f(cold['best_total'], 3)})"] + [f(cold["median"][k], 3) for k in ("total", "runtime_imports", "import_sovseal", "embedder")],
+        [f"model cached (median of {cold['runs']}; best {f(cold['best_total'], 3)})"]
+        + [f(cold["median"][k], 3) for k in ("total", "runtime_imports", "import_sovseal", "embedder")],
         ["first ever (builds the cache)"] + [f(first[k], 3) for k in ("total", "runtime_imports", "import_sovseal", "embedder")],
         ["target (issue 3), model cached", f"≤ {targets['cold start s']}", "", "", ""],
     ]
@@ -231,10 +248,24 @@ def section_embed(runs: dict[str, Any], img: Path) -> str:
         [
             provenance(run),
             table(
-                [f"{r['threads']} threads, best of {r['rounds']}", "short p50 / p95 ms", "LoCoMo turn p50 / p95 ms", f"bulk, {r['bulk_turns']:,} turns"],
+                [
+                    f"{r['threads']} threads, best of {r['rounds']}",
+                    "short p50 / p95 ms",
+                    "LoCoMo turn p50 / p95 ms",
+                    f"bulk, {r['bulk_turns']:,} turns",
+                ],
                 rows,
             ),
-            table(["fresh process to first vector", "total s", "numpy + onnxruntime + tokenizers import s", "`import sovseal` s", "`Embedder()` to vector s"], cold_rows),
+            table(
+                [
+                    "fresh process to first vector",
+                    "total s",
+                    "numpy + onnxruntime + tokenizers import s",
+                    "`import sovseal` s",
+                    "`Embedder()` to vector s",
+                ],
+                cold_rows,
+            ),
             image(img, "embed_latency.png", "Embedding latency distributions: sovseal against the int8 file"),
         ]
     )
@@ -255,7 +286,13 @@ def section_embed_variants(runs: dict[str, Any], img: Path) -> str:
         ]
         for name, v in r["variants"].items()
     ]
-    header = [f"{r['turns']:,} LoCoMo turns", "cosine to the fp32 graph: min / 1st percentile / mean", "short p50 ms", "turn p50 ms", "bulk texts/s"]
+    header = [
+        f"{r['turns']:,} LoCoMo turns",
+        "cosine to the fp32 graph: min / 1st percentile / mean",
+        "short p50 ms",
+        "turn p50 ms",
+        "bulk texts/s",
+    ]
     return "\n\n".join([provenance(run), table(header, rows)])
 
 
@@ -272,10 +309,16 @@ def section_langchain(runs: dict[str, Any], img: Path) -> str:
         if not isinstance(s, dict):
             rows.append([name, s, "", "", "", ""])
             continue
-        vs = "best" if peers and name != "sovseal" and s["docs_per_s"] == best else ratio(s["docs_per_s"], best) if name == "sovseal" else ""
+        vs = (
+            "best" if peers and name != "sovseal" and s["docs_per_s"] == best else ratio(s["docs_per_s"], best) if name == "sovseal" else ""
+        )
         rows.append([name, f"{f(s['ingest_s'], 1)} s", f(s["docs_per_s"], 1), vs, f(s["p50_ms"]), f(s["p95_ms"])])
     fig, ax = plt.subplots(figsize=(7, 3.4))
-    ecdf(ax, {n: s["samples_ms"] for n, s in stores.items() if isinstance(s, dict)}, f"similarity_search(k={r['k']}), {r['queries']} questions")
+    ecdf(
+        ax,
+        {n: s["samples_ms"] for n, s in stores.items() if isinstance(s, dict)},
+        f"similarity_search(k={r['k']}), {r['queries']} questions",
+    )
     save(fig, img, "langchain_search.png")
     return "\n\n".join(
         [
@@ -310,8 +353,15 @@ def section_langgraph(runs: dict[str, Any], img: Path) -> str:
     fig, ax = plt.subplots(figsize=(7.5, 3.4))
     width = 0.38
     xs = range(len(ops))
-    ax.bar([x - width / 2 for x in xs], [sync["sovseal"][o] / sync["sqlite"][o] for o in ops], width, label="sync: SovsealSaver / SqliteSaver")
-    ax.bar([x + width / 2 for x in xs], [asyn["sovseal"][o] / asyn["sqlite"][o] for o in ops], width, label="async: AsyncSovsealSaver / AsyncSqliteSaver")
+    ax.bar(
+        [x - width / 2 for x in xs], [sync["sovseal"][o] / sync["sqlite"][o] for o in ops], width, label="sync: SovsealSaver / SqliteSaver"
+    )
+    ax.bar(
+        [x + width / 2 for x in xs],
+        [asyn["sovseal"][o] / asyn["sqlite"][o] for o in ops],
+        width,
+        label="async: AsyncSovsealSaver / AsyncSqliteSaver",
+    )
     ax.axhline(1.5, color="red", lw=1, ls="--", label="target: within 1.5×")
     ax.axhline(1.0, color="grey", lw=0.5)
     ax.set_xticks(list(xs), ops)
@@ -326,7 +376,10 @@ def section_langgraph(runs: dict[str, Any], img: Path) -> str:
     return "\n\n".join(
         [
             provenance(run),
-            table(["operation (p50 ms)", "`SovsealSaver`", "`SqliteSaver`", "ratio", "`AsyncSovsealSaver`", "`AsyncSqliteSaver`", "ratio"], rows),
+            table(
+                ["operation (p50 ms)", "`SovsealSaver`", "`SqliteSaver`", "ratio", "`AsyncSovsealSaver`", "`AsyncSqliteSaver`", "ratio"],
+                rows,
+            ),
             f"{r['n']} operations each, graph runs of {r['steps']} steps × {r['runs']}. Target: within 1.5× of the SQLite savers.",
             image(img, "langgraph_ratios.png", "LangGraph saver p50 ratios against the SQLite savers"),
         ]
@@ -362,7 +415,10 @@ def section_langgraph_delete(runs: dict[str, Any], img: Path) -> str:
         [f"right after deleting {n} threads, MB", size("sovseal", "after"), size("sqlite", "after")],
         ["after `wal_checkpoint(TRUNCATE)`, MB", "—", size("sqlite", "checkpointed")],
         [
-            f"after one `compact()` / `VACUUM` (sovseal {f(r['compact_s'], 2) if 'compact_s' in r else '—'} s, SQLite {f(r['vacuum_s'], 2)} s), MB",
+            (
+                f"after one `compact()` / `VACUUM` (sovseal {f(r['compact_s'], 2) if 'compact_s' in r else '—'} s, "
+                f"SQLite {f(r['vacuum_s'], 2)} s), MB"
+            ),
             size("sovseal", "compacted"),
             size("sqlite", "vacuumed"),
         ],
@@ -373,7 +429,11 @@ def section_langgraph_delete(runs: dict[str, Any], img: Path) -> str:
             f"{mine['deleted_threads_still_readable']} of {n}",
             f"{theirs['deleted_threads_still_readable']} of {n}",
         ],
-        ["kept threads with all their turns", f"{mine['kept_threads_intact']} of {mine['kept_threads']}", f"{theirs['kept_threads_intact']} of {theirs['kept_threads']}"],
+        [
+            "kept threads with all their turns",
+            f"{mine['kept_threads_intact']} of {mine['kept_threads']}",
+            f"{theirs['kept_threads_intact']} of {theirs['kept_threads']}",
+        ],
         [
             "store check",
             f"`verify()` {'ok' if mine['verify_ok'] else '**failed**'}: {mine['records']:,} records, {mine['erased']:,} erased (skeletons)",
@@ -410,9 +470,7 @@ def section_langgraph_delete(runs: dict[str, Any], img: Path) -> str:
         else ""
     )
     notes = (
-        during
-        + after
-        + f"`prune({pr['threads']} threads, strategy=\"delete\")` in one call: {pr['compactions']} compaction(s), "
+        during + after + f'`prune({pr["threads"]} threads, strategy="delete")` in one call: {pr["compactions"]} compaction(s), '
         f"{f(pr['seconds'], 2)} s ({f(pr['seconds'] / max(pr['threads'], 1) * 1000, 0)} ms a thread), "
         f"{pr['gone']} of {pr['threads']} threads gone; SqliteSaver's `prune`: {pr['sqlite']}. "
         f"Building the threads took {f(r['build_s']['sovseal'], 1)} s (sovseal) and {f(r['build_s']['sqlite'], 1)} s (SQLite). "
@@ -446,7 +504,9 @@ def section_llama_index(runs: dict[str, Any], img: Path) -> str:
         return missing("llama_index")
     r = run["results"]
     stores = r["stores"]
-    rows = [[n, f(s["build_s"], 1), f(s["nodes_per_s"], 1), f(s["p50_ms"], 1), f(s["p95_ms"], 1), f(s["hit@10"])] for n, s in stores.items()]
+    rows = [
+        [n, f(s["build_s"], 1), f(s["nodes_per_s"], 1), f(s["p50_ms"], 1), f(s["p95_ms"], 1), f(s["hit@10"])] for n, s in stores.items()
+    ]
     s, peer = stores["sovseal"], stores["lancedb"]
     fig, ax = plt.subplots(figsize=(7, 3.4))
     ecdf(ax, {n: v["samples_ms"] for n, v in stores.items()}, f"retrieve(similarity_top_k=10), {r['queries']} questions")
@@ -475,7 +535,11 @@ def _locomo_rows(split: str, results: dict[str, Any]) -> list[list[str]]:
 
 
 def section_recall_quality_locomo(runs: dict[str, Any], img: Path) -> str:
-    found = [(split, runs[name]) for split, name in (("dev", "recall_quality_dev"), ("test", "recall_quality_test")) if name in runs and "locomo" in runs[name]["results"]]
+    found = [
+        (split, runs[name])
+        for split, name in (("dev", "recall_quality_dev"), ("test", "recall_quality_test"))
+        if name in runs and "locomo" in runs[name]["results"]
+    ]
     if not found:
         return missing("recall_quality_dev,recall_quality_test")
     blocks = [f"**{split} split.** " + provenance(run) for split, run in found]
@@ -509,7 +573,14 @@ def section_recall_quality_locomo(runs: dict[str, Any], img: Path) -> str:
 
 
 def section_recall_quality_beir(runs: dict[str, Any], img: Path) -> str:
-    run = next((runs[n] for n in ("recall_quality_dev", "recall_quality_test") if n in runs and {"scifact", "cranfield"} & set(runs[n]["results"])), None)
+    run = next(
+        (
+            runs[n]
+            for n in ("recall_quality_dev", "recall_quality_test")
+            if n in runs and {"scifact", "cranfield"} & set(runs[n]["results"])
+        ),
+        None,
+    )
     if not run:
         return missing("recall_quality_dev")
     res = run["results"]
@@ -551,7 +622,8 @@ def section_recall_latency(runs: dict[str, Any], img: Path) -> str:
                 f"- {int(size):,} records: sovseal ingest {f(sov.get('ingest_s'), 0)} s (one by one; {peers}); open + catalog load "
                 f"{f(sov['open_s'], 1)} s; vector search recall@10 against exact {f(sov['ann_recall@10'], 3)} (IVF in use: {sov['ivf']})"
                 + (
-                    f"; sovseal recall with the query vector already cached (everything but the embedding) p50 {f(sov['without_embedding_ms']['p50'])} ms."
+                    "; sovseal recall with the query vector already cached (everything but the embedding) "
+                    f"p50 {f(sov['without_embedding_ms']['p50'])} ms."
                     if "without_embedding_ms" in sov
                     else "."
                 )
@@ -584,7 +656,14 @@ def section_recall_ann(runs: dict[str, Any], img: Path) -> str:
             table(
                 ["vectors", "lists", "build s", "recall@10 vs exact", "IVF search p50 ms", "exact p50 ms"],
                 [
-                    [f"{b['vectors']:,}", str(b["lists"]), f(b["build_s"], 1), f(b["recall@10"], 3), f(b["ivf_ms"]["p50"]), f(b["exact_ms"]["p50"])]
+                    [
+                        f"{b['vectors']:,}",
+                        str(b["lists"]),
+                        f(b["build_s"], 1),
+                        f(b["recall@10"], 3),
+                        f(b["ivf_ms"]["p50"]),
+                        f(b["exact_ms"]["p50"]),
+                    ]
                     for b in [*a.get("by_size", []), a]
                 ],
             ),
@@ -597,7 +676,13 @@ def throughput_plot(runs: dict[str, Any], img: Path) -> str:
     panels: list[tuple[str, str, dict[str, float]]] = []
     if "embed" in runs:
         s = runs["embed"]["results"]["systems"]
-        panels.append(("embedder, bulk", "texts/s", {("sovseal" if n.startswith("sovseal") else "int8 file, bare"): v["bulk_texts_per_s"] for n, v in s.items()}))
+        panels.append(
+            (
+                "embedder, bulk",
+                "texts/s",
+                {("sovseal" if n.startswith("sovseal") else "int8 file, bare"): v["bulk_texts_per_s"] for n, v in s.items()},
+            )
+        )
     if "langchain" in runs:
         st = runs["langchain"]["results"]["stores"]
         panels.append(("LangChain add_documents", "docs/s", {n: v["docs_per_s"] for n, v in st.items() if isinstance(v, dict)}))
@@ -606,7 +691,13 @@ def throughput_plot(runs: dict[str, Any], img: Path) -> str:
         panels.append(("LlamaIndex index build", "nodes/s", {n: v["nodes_per_s"] for n, v in st.items()}))
     if "store" in runs:
         r = runs["store"]["results"]
-        panels.append(("single-record writes (1 / p50)", "writes/s", {"sovseal": 1000 / r["sovseal"]["p50"], "plain LanceDB": 1000 / r["lancedb"]["p50"]}))
+        panels.append(
+            (
+                "single-record writes (1 / p50)",
+                "writes/s",
+                {"sovseal": 1000 / r["sovseal"]["p50"], "plain LanceDB": 1000 / r["lancedb"]["p50"]},
+            )
+        )
     if not panels:
         return ""
     fig, axes = plt.subplots(1, len(panels), figsize=(3.3 * len(panels), 3.4), squeeze=False)
@@ -621,8 +712,10 @@ def throughput_plot(runs: dict[str, Any], img: Path) -> str:
             ax.annotate(f"{values[n]:,.0f}", (i, values[n]), ha="center", va="bottom", fontsize=8)
         ax.margins(y=0.15)
     save(fig, img, "throughput.png")
-    return "## Throughput against peers\n\n" + image(img, "throughput.png", "Throughput of sovseal against its peers") + (
-        "\n\nGreen: sovseal; grey: its peers in the same run (see each section for the date and load)."
+    return (
+        "## Throughput against peers\n\n"
+        + image(img, "throughput.png", "Throughput of sovseal against its peers")
+        + ("\n\nGreen: sovseal; grey: its peers in the same run (see each section for the date and load).")
     )
 
 
@@ -738,7 +831,10 @@ def section_compaction(runs: dict[str, Any], img: Path) -> str:
     lines = r["sizes"][largest].get("timeline")
     if lines:
         fig, ax = plt.subplots(figsize=(7.5, 3.4))
-        for name, label, color in (("sovseal", "sovseal store() during compact()", "tab:green"), ("sqlite", "SQLite INSERT during VACUUM", "tab:grey")):
+        for name, label, color in (
+            ("sovseal", "sovseal store() during compact()", "tab:green"),
+            ("sqlite", "SQLite INSERT during VACUUM", "tab:grey"),
+        ):
             t = lines[name]
             ax.step([x for x, _ in t["max_ms"]], [y for _, y in t["max_ms"]], where="post", label=label, color=color)
             ax.axvspan(0, t["end_s"], color=color, alpha=0.12)

@@ -293,7 +293,8 @@ def run_job(job: Job, python: str, quick: bool, results: Path, postgres: str | N
     load_start = os.getloadavg()
     t0 = time.perf_counter()
     with (logs / f"{job.name}.log").open("w") as log:
-        code = subprocess.run(command, cwd=ROOT, stdout=log, stderr=subprocess.STDOUT, env={**os.environ, **job.env}, check=False).returncode
+        env = {**os.environ, **job.env}
+        code = subprocess.run(command, cwd=ROOT, stdout=log, stderr=subprocess.STDOUT, env=env, check=False).returncode
     seconds = time.perf_counter() - t0
     if code != 0 or not raw.exists():
         print(f"    FAILED (exit {code}) after {seconds:.0f} s; see {logs / (job.name + '.log')}; the previous result is kept", flush=True)

@@ -770,7 +770,9 @@ def retire_old_project(path: str | os.PathLike[str] | None = None, *, api_key: s
         for raw in data["items"]:
             outcome = transport.push(encode_push([WireItem.from_json(raw)], ""))
             if outcome.verdict != "ok":
-                log.warning("retiring the old server project failed (%s %s); `sovseal key rotate --retire` retries", outcome.code, outcome.message)
+                log.warning(
+                    "retiring the old server project failed (%s %s); `sovseal key rotate --retire` retries", outcome.code, outcome.message
+                )
                 return False
     finally:
         transport.close()

@@ -82,7 +82,9 @@ class Sealing:
                 context=f"{frame.branch_id.hex()}/{frame.path_hash.hex()}",
                 version=LEGACY_FORMAT_VERSION,
             )
-        return record_fields_aad(self.key_id, frame.wire_id, frame.parents, frame.flags, frame.hlc, frame.branch_id, frame.path_hash, frame.after)
+        return record_fields_aad(
+            self.key_id, frame.wire_id, frame.parents, frame.flags, frame.hlc, frame.branch_id, frame.path_hash, frame.after
+        )
 
     def skeleton_aad(self, frame: fr.RecordFrame) -> bytes:
         """The AAD of a record's skeleton seal: its clear fields with flag REDACTED.
@@ -106,7 +108,9 @@ class Sealing:
         head = "" if frame.head_wire_id == fr.NO_ID else frame.head_wire_id.hex()
         wire = f"branch/{frame.branch_id.hex()}"
         if frame.flags & fr.LEGACY:
-            return record_aad(key_id=self.key_id, wire_id=wire, parent_wire_id=head, context=frame.reason.name, version=LEGACY_FORMAT_VERSION)
+            return record_aad(
+                key_id=self.key_id, wire_id=wire, parent_wire_id=head, context=frame.reason.name, version=LEGACY_FORMAT_VERSION
+            )
         after = ",".join(a.hex() for a in frame.after)
         context = f"{frame.reason.name}/{int(frame.flags)}/{frame.hlc}/{after}"
         return record_aad(key_id=self.key_id, wire_id=wire, parent_wire_id=head, context=context)

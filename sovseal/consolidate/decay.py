@@ -11,7 +11,8 @@ Recall already decays at query time from the same timestamps; this pass *stores*
 does, so it can be read (:func:`retention`), listed (the fading memories of a run) and replicated.
 Scores live in 64 shard records (``_sovseal/consolidation/retention/NN``, a path's shard from its
 hash): a run rewrites only the shards whose scores changed, so a second run on the same day writes
-nothing; one step carries as many shards as fit in 96 KiB (all of them, for a small store). A shard holds about 1,800 memories within the 256 KiB record limit, so the pass serves
+nothing; one step carries as many shards as fit in 96 KiB (all of them, for a small store). A shard
+holds about 1,800 memories within the 256 KiB record limit, so the pass serves
 stores of up to about 100,000 memories.
 """
 

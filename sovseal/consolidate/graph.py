@@ -92,7 +92,8 @@ def run(ctx: Context) -> None:
             answer = ask(ctx.need_model(NAME), prompt, GraphAnswer, pass_name=NAME, batch=step_id)
             for e in answer.edges:
                 if not (0 <= e.source < len(facts) and 0 <= e.target < len(facts)) or e.source == e.target:
-                    raise invalid(NAME, step_id, f"edge {e.source}->{e.target} names no pair of distinct facts (0..{len(facts) - 1})", answer)
+                    detail = f"edge {e.source}->{e.target} names no pair of distinct facts (0..{len(facts) - 1})"
+                    raise invalid(NAME, step_id, detail, answer)
                 edges.append((facts[e.source].path, e.relation, facts[e.target].path))
         writes = _plan(ctx, edges)
         ctx.run_step(Step(step_id, ctx.run, 0, NAME, sids, writes, info={"facts": len(batch), "edges": len(set(edges))}))

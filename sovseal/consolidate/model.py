@@ -69,7 +69,9 @@ def ask(model: Any, prompt: str, schema: type[T], *, pass_name: str, batch: str)
     try:
         raw = _text(answer)
     except TypeError as exc:
-        raise ModelOutputError(f"{pass_name} batch {batch}: {exc}; nothing was written for it", pass_name=pass_name, batch=batch, raw="") from None
+        raise ModelOutputError(
+            f"{pass_name} batch {batch}: {exc}; nothing was written for it", pass_name=pass_name, batch=batch, raw=""
+        ) from None
     try:
         return schema.model_validate(_json_object(raw))
     except (json.JSONDecodeError, ValidationError) as exc:

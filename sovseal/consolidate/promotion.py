@@ -64,7 +64,8 @@ def run(ctx: Context) -> None:
             "episodes": [{"n": i, "when": f"{m.created_at:%Y-%m-%d %H:%M}", "text": memory_text(m)} for i, m in enumerate(batch)],
             "known": [{"n": i, "path": m.path, "text": memory_text(m)} for i, m in enumerate(known)],
         }
-        answer = ask(model, PROMPT.format(data=json.dumps(data, ensure_ascii=False, indent=1)), PromotionAnswer, pass_name=NAME, batch=step_id)
+        prompt = PROMPT.format(data=json.dumps(data, ensure_ascii=False, indent=1))
+        answer = ask(model, prompt, PromotionAnswer, pass_name=NAME, batch=step_id)
         writes = _plan(ctx, answer, batch, known, step_id)
         new = sum(w.op == "store" for w in writes)
         info = {"episodes": len(batch), "new": new, "reinforced": len(writes) - new}

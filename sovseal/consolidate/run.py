@@ -265,6 +265,9 @@ def _rollback(mem: Sovseal, run_id: str) -> RollbackReport:
     for s in mine:
         mem.delete(s.path)
     raw = dict(record.raw)
-    raw.update(status="rolled_back", rollback={"at": now_iso(), "restored": len(restored), "conflicts": conflicts, "superseded": len(superseded)})
+    raw.update(
+        status="rolled_back",
+        rollback={"at": now_iso(), "restored": len(restored), "conflicts": conflicts, "superseded": len(superseded)},
+    )
     put(mem, RUNS + run_id, system_value(raw, "run"))
     return RollbackReport(run_id, restored, conflicts, superseded, reinforcements)

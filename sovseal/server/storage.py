@@ -523,7 +523,9 @@ class Storage:
         """Raise QuotaExceeded if the project would hold more than ``quota`` after this push."""
         retry = "Nothing was stored: retry once the items they wait for have arrived"
         if held_count > quota.items:
-            raise QuotaExceeded(f"this push would leave {held_count} items waiting for items not received yet (at most {quota.items}). {retry}")
+            raise QuotaExceeded(
+                f"this push would leave {held_count} items waiting for items not received yet (at most {quota.items}). {retry}"
+            )
         rows = tx.execute("SELECT COALESCE(SUM(body_bytes), 0) FROM held WHERE project = ? AND released = 0", (project,))
         held_bytes = int(rows[0][0]) - released_bytes  # the released rows are marked only after this check
         if held_bytes > quota.bytes:

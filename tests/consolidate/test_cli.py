@@ -29,7 +29,9 @@ def run(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Run:
     runner("init")
     runner("store", "user.pet", "The user has a dog named Biscuit")
     runner("store", "chat.1", "Setup day. fact:user.editor=The user edits code in neovim;", "--type", "episodic")
-    runner("store", "chat.2", "Pets. fact:user.pet=The user has a dog named Biscuit; fact:user.shell=The user runs zsh;", "--type", "episodic")
+    runner(
+        "store", "chat.2", "Pets. fact:user.pet=The user has a dog named Biscuit; fact:user.shell=The user runs zsh;", "--type", "episodic"
+    )
     return runner
 
 

@@ -65,7 +65,8 @@ def test_a_run_promotes_links_digests_scores_and_audits(filled: Sovseal) -> None
     assert {"user.editor", "user.testing", "project.ci", f"digest.{day}"} <= new_paths
     audit = get_run(filled, report.run)
     assert audit.status == "done" and audit.head_before == head_before
-    assert log[0].path == RUNS + report.run and log[1].snapshot_id == audit.head_after == report.head_after  # the audit record closes the run
+    # The audit record closes the run.
+    assert log[0].path == RUNS + report.run and log[1].snapshot_id == audit.head_after == report.head_after
     assert audit.counts == report.counts and [r.run for r in runs(filled)] == [report.run]
     assert filled.verify().ok
 
@@ -141,13 +142,23 @@ def test_model_passes_without_a_model_say_what_to_pass(filled: Sovseal) -> None:
 def test_any_langchain_chat_model_or_plain_callable_works(filled: Sovseal) -> None:
     """The core imports no LangChain: FakeListChatModel and GenericFakeChatModel are real LangChain
     chat model classes, answering in a fixed order (one promotion batch, then the digest)."""
-    promotion = '```json\n{"memories": [{"path": "user.editor", "text": "The user edits code in neovim", "sources": [0]}], "reinforce": [{"candidate": 0}]}\n```'
+    promotion = (
+        '```json\n{"memories": [{"path": "user.editor", "text": "The user edits code in neovim", "sources": [0]}], '
+        '"reinforce": [{"candidate": 0}]}\n```'
+    )
     digest = 'Here you go: {"summary": "A day of setup."}'
     consolidate(filled, FakeListChatModel(responses=[promotion, digest]), passes="promotion,digest", batch_size=8)
     assert filled.get("user.editor").payload == "The user edits code in neovim"
     assert filled.get("user.pet").reinforce_count == 1
     filled.store("chat.7", "One more thing.", type="episodic")
-    generic = GenericFakeChatModel(messages=iter([AIMessage(content='{"memories": [], "reinforce": []}'), AIMessage(content=[{"type": "text", "text": '{"summary": "Setup, then one more thing."}'}])]))
+    generic = GenericFakeChatModel(
+        messages=iter(
+            [
+                AIMessage(content='{"memories": [], "reinforce": []}'),
+                AIMessage(content=[{"type": "text", "text": '{"summary": "Setup, then one more thing."}'}]),
+            ]
+        )
+    )
     consolidate(filled, generic, passes="promotion,digest")
     assert filled.get(f"digest.{datetime.now(UTC).date()}").payload == "Setup, then one more thing."
     filled.store("chat.8", "Last one.", type="episodic")
@@ -192,7 +203,9 @@ def test_a_failed_batch_keeps_the_finished_ones_and_the_next_run_resumes(filled:
         fill(clean)
         consolidate(clean, RuleChatModel(), batch_size=2)
         assert user_state(filled) == user_state(clean)
-        assert {p: filled.get(p).reinforce_count for p in user_state(filled)} == {p: clean.get(p).reinforce_count for p in user_state(clean)}
+        assert {p: filled.get(p).reinforce_count for p in user_state(filled)} == {
+            p: clean.get(p).reinforce_count for p in user_state(clean)
+        }
 
 
 def test_rollback_undoes_a_run_by_appending_and_keeps_later_writes(filled: Sovseal) -> None:
@@ -243,7 +256,10 @@ def test_a_killed_run_resumes_to_the_same_result(tmp_path: Path, key: bytes, mod
         fill(mem)
     child = subprocess.run(
         [sys.executable, "-m", "tests.consolidate.crash_run", str(store), key.hex(), mode, str(n)],
-        cwd=Path(__file__).parents[2], env={**os.environ, "PYTHONPATH": str(Path(__file__).parents[2])}, capture_output=True, text=True,
+        cwd=Path(__file__).parents[2],
+        env={**os.environ, "PYTHONPATH": str(Path(__file__).parents[2])},
+        capture_output=True,
+        text=True,
         check=False,
     )
     assert child.returncode == -signal.SIGKILL, child.stderr
@@ -275,7 +291,10 @@ def test_sdk_reinforce_counts_without_a_snapshot(mem: Sovseal) -> None:
 def test_graph_answers_naming_no_fact_write_nothing(filled: Sovseal) -> None:
     consolidate(filled, RuleChatModel(), passes="promotion")
     log = [e.snapshot_id for e in filled.log()]
-    for answer in ('{"edges": [{"source": 0, "target": 99, "relation": "uses"}]}', '{"edges": [{"source": 1, "target": 1, "relation": "is"}]}'):
+    for answer in (
+        '{"edges": [{"source": 0, "target": 99, "relation": "uses"}]}',
+        '{"edges": [{"source": 1, "target": 1, "relation": "is"}]}',
+    ):
         with pytest.raises(ModelOutputError, match="names no pair of distinct facts") as caught:
             consolidate(filled, FakeListChatModel(responses=[answer]), passes="graph")
         assert caught.value.pass_name == "graph"

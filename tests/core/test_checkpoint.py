@@ -229,7 +229,9 @@ def test_recall_from_a_restored_catalog_matches_a_rebuilt_one(tmp_path: Path) ->
         mem.recall("coffee", k=3)  # starts the engine: its catalog goes into the checkpoint
         mem._recall_engine().wait_ready()
         mem._store.write_checkpoint(mem._recall_engine().checkpoint_arrays)
-    queries = [("coffee in paris", None), ("alice meeting", {"metadata": {"k": 2}}), ("note", {"path": {"$prefix": "n.1"}}), ("checkpoint", None)]
+    queries = [
+        ("coffee in paris", None), ("alice meeting", {"metadata": {"k": 2}}), ("note", {"path": {"$prefix": "n.1"}}), ("checkpoint", None),
+    ]
 
     def answers(mem: Sovseal) -> list[list[tuple[str, float]]]:
         return [[(m.path, round(m.score, 6)) for m in mem.recall(q, k=5, filter=f)] for q, f in queries]

@@ -41,7 +41,12 @@ def test_read_only_true_reads_recalls_verifies_and_exports_and_refuses_writes(tm
         assert mem.verify().ok
         assert len(mem.export_items()) >= 4
         assert [e.path for e in mem.log()] == ["user.shell", "user.shell", "user.editor"]
-        for write in (lambda: mem.store("x", "y"), lambda: mem.delete("user.editor"), lambda: mem.rollback(first), lambda: mem.fork(first, branch="b")):
+        for write in (
+            lambda: mem.store("x", "y"),
+            lambda: mem.delete("user.editor"),
+            lambda: mem.rollback(first),
+            lambda: mem.fork(first, branch="b"),
+        ):
             with pytest.raises(ReadOnlyStoreError, match="read-only"):
                 write()
         assert mem.get("user.shell").payload == "zsh"
@@ -72,7 +77,7 @@ def test_a_store_on_a_read_only_volume_opens_read_only_by_itself(tmp_path: Path,
         """
     )
     root = Path(__file__).resolve().parents[2]
-    mount = f"mount --bind {store} {view} && mount -o remount,ro,bind {view} && exec {sys.executable} -c \"$0\""
+    mount = f'mount --bind {store} {view} && mount -o remount,ro,bind {view} && exec {sys.executable} -c "$0"'
     done = subprocess.run(["unshare", "-m", "sh", "-c", mount, script], cwd=root, capture_output=True, text=True, check=False, timeout=120)
     if "mount" in done.stderr and done.returncode != 0 and "Traceback" not in done.stderr:
         pytest.skip(f"a read-only bind mount was refused here ({done.stderr.strip()}); read_only=True covers the same code")

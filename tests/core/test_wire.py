@@ -84,7 +84,9 @@ def test_forged_items_are_refused(tmp_path: Path, key: bytes) -> None:
         history(one)
         items = one._store.outbox(1000)
     record = next(i for i in items if i.kind == "record")
-    flipped = WireItem(record.kind, record.id, record.parent, record.branch, record.path_hash, record.sealed[:-1] + b"\0", record.created_at)
+    flipped = WireItem(
+        record.kind, record.id, record.parent, record.branch, record.path_hash, record.sealed[:-1] + b"\0", record.created_at
+    )
     with Sovseal(tmp_path / "two", key=key, embedder=fake_embed) as two:
         with pytest.raises(IntegrityError):
             two._store.import_items([flipped])

@@ -47,7 +47,9 @@ def test_the_default_models_fingerprint_is_stable_across_processes(built_dir: Pa
     env = {**os.environ, "SOVSEAL_HOME": str(built_dir.parent.parent)}
     env.pop("SOVSEAL_MODEL_DIR", None)
     runs = [
-        json.loads(subprocess.run([sys.executable, "-c", FINGERPRINT], env=env, capture_output=True, text=True, check=True, timeout=300).stdout)
+        json.loads(
+            subprocess.run([sys.executable, "-c", FINGERPRINT], env=env, capture_output=True, text=True, check=True, timeout=300).stdout
+        )
         for _ in range(2)
     ]
     assert runs[0] == runs[1] == json.loads(json.dumps(embedder.fingerprint()))

@@ -41,7 +41,10 @@ def test_store_and_recall_with_the_real_model_write_only_the_store_and_the_model
 
 
 def test_a_users_own_telemetry_choice_is_kept(tmp_path: Path) -> None:
-    script = "import os\nfrom sovseal.embed.embedder import _import_onnxruntime\n_import_onnxruntime()\nprint(os.environ['ORT_DISABLE_TELEMETRY'])"
+    script = (
+        "import os\nfrom sovseal.embed.embedder import _import_onnxruntime\n_import_onnxruntime()\n"
+        "print(os.environ['ORT_DISABLE_TELEMETRY'])"
+    )
     env = {**os.environ, "ORT_DISABLE_TELEMETRY": "0", "HOME": str(tmp_path), "TMPDIR": str(tmp_path)}
     done = subprocess.run([sys.executable, "-c", script], env=env, capture_output=True, text=True, check=False)
     assert done.returncode == 0, done.stderr

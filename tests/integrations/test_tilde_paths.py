@@ -52,7 +52,9 @@ def _langchain(path: str, key: bytes) -> Any:
         store.client.close()
 
 
-@pytest.mark.parametrize("open_one", [_saver, _store, _llama, _langchain], ids=["SovsealSaver.open", "SovsealStore.open", "llama_index path=", "langchain path="])
+@pytest.mark.parametrize(
+    "open_one", [_saver, _store, _llama, _langchain], ids=["SovsealSaver.open", "SovsealStore.open", "llama_index path=", "langchain path="]
+)
 def test_an_adapter_given_a_tilde_path_keeps_the_whole_store_under_the_real_home(
     open_one: Callable[[str, bytes], Any], tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:

@@ -96,12 +96,25 @@ def test_bad_containment_operands_are_refused(flt: dict[str, Any]) -> None:
 
 def test_evaluate_covers_every_field() -> None:
     tree = parse_filter(
-        {"path_prefix": "a.", "path": {"$ne": "a.x"}, "type": {"$in": ["episodic"]}, "provenance": "observed", "metadata": {"n": {"$gte": 2}}}
+        {
+            "path_prefix": "a.",
+            "path": {"$ne": "a.x"},
+            "type": {"$in": ["episodic"]},
+            "provenance": "observed",
+            "metadata": {"n": {"$gte": 2}},
+        }
     )
     record = {"path": "a.b", "type": "episodic", "provenance": "observed", "metadata": {"n": 3}}
     assert evaluate(tree, **record)
     assert evaluate(None, **record)
-    for change in ({"path": "b.b"}, {"path": "a.x"}, {"type": "semantic"}, {"provenance": "explicit"}, {"metadata": {"n": 1}}, {"metadata": {}}):
+    for change in (
+        {"path": "b.b"},
+        {"path": "a.x"},
+        {"type": "semantic"},
+        {"provenance": "explicit"},
+        {"metadata": {"n": 1}},
+        {"metadata": {}},
+    ):
         assert not evaluate(tree, **{**record, **change})
 
 
@@ -134,7 +147,9 @@ _records = st.lists(st.dictionaries(_fields, _values, max_size=2), min_size=1, m
 
 @settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
 @given(records=_records, filters=st.lists(_filters, min_size=1, max_size=4))
-def test_recall_and_evaluate_agree(tmp_path_factory: pytest.TempPathFactory, records: list[dict[str, Any]], filters: list[dict[str, Any]]) -> None:
+def test_recall_and_evaluate_agree(
+    tmp_path_factory: pytest.TempPathFactory, records: list[dict[str, Any]], filters: list[dict[str, Any]]
+) -> None:
     from tests.fakes import fake_embed
 
     with Sovseal(tmp_path_factory.mktemp("agree"), key=bytes(32), embedder=fake_embed) as mem:

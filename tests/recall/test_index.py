@@ -209,7 +209,9 @@ def test_processes_creating_the_same_new_index_at_once_all_succeed_and_keep_thei
         directory = tmp_path / f"idx{attempt}"
         start = time.time() + 2.0  # after every interpreter has imported lancedb
         children = [
-            subprocess.Popen([sys.executable, "-c", _OPEN_AND_ADD, str(directory), str(node), str(start)], cwd=root, stderr=subprocess.PIPE, text=True)
+            subprocess.Popen(
+                [sys.executable, "-c", _OPEN_AND_ADD, str(directory), str(node), str(start)], cwd=root, stderr=subprocess.PIPE, text=True
+            )
             for node in range(4)
         ]
         errors = [child.communicate(timeout=120)[1] for child in children]

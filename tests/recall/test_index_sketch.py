@@ -37,7 +37,18 @@ ACTIONS = [
     "asked about the database migration on",
     "ran a half marathon in",
 ]
-WHEN = ["March", "the spring", "late August", "the week before Christmas", "Monday morning", "2019", "the summer holidays", "October", "the evening", "a rainy weekend"]
+WHEN = [
+    "March",
+    "the spring",
+    "late August",
+    "the week before Christmas",
+    "Monday morning",
+    "2019",
+    "the summer holidays",
+    "October",
+    "the evening",
+    "a rainy weekend",
+]
 TOPICS = [
     "Quarterly revenue grew because of the new subscription plan.",
     "The recipe needs two eggs, flour and a pinch of salt.",
@@ -131,7 +142,9 @@ def test_a_mask_that_hides_most_of_the_best_rows_still_gets_its_best_allowed_row
         index.close()
 
 
-def test_a_replaced_vector_is_rescored_from_its_new_value(tmp_path: Path, monkeypatch: pytest.MonkeyPatch, real_vectors: np.ndarray) -> None:
+def test_a_replaced_vector_is_rescored_from_its_new_value(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, real_vectors: np.ndarray
+) -> None:
     sketched(monkeypatch)
     data = real_vectors
     index = VectorIndex(tmp_path / "idx", data.shape[1], ivf_min_rows=200, probe_fraction=1.0)
@@ -236,7 +249,9 @@ index.close()
 
 
 @pytest.mark.parametrize("point", ["appending", "rewriting"])
-def test_sigkill_while_writing_the_placement_leaves_the_previous_snapshot_usable(tmp_path: Path, real_vectors: np.ndarray, point: str) -> None:
+def test_sigkill_while_writing_the_placement_leaves_the_previous_snapshot_usable(
+    tmp_path: Path, real_vectors: np.ndarray, point: str
+) -> None:
     np.save(tmp_path / "data.npy", real_vectors)
     index = _placed_index(tmp_path / "idx", real_vectors)
     placed = index._ivf.tail_lists.copy()  # type: ignore[union-attr]

@@ -30,7 +30,9 @@ def tiny_fs(tmp_path: Path) -> Iterator[Path]:
     """A 1 MiB tmpfs mounted for this test (root only; the injected tests below run everywhere)."""
     mountpoint = tmp_path / "tiny"
     mountpoint.mkdir()
-    done = subprocess.run(["mount", "-t", "tmpfs", "-o", "size=1m,mode=0700", "tmpfs", str(mountpoint)], capture_output=True, text=True, check=False)
+    done = subprocess.run(
+        ["mount", "-t", "tmpfs", "-o", "size=1m,mode=0700", "tmpfs", str(mountpoint)], capture_output=True, text=True, check=False
+    )
     if done.returncode != 0:
         pytest.skip(f"mounting a tmpfs was refused ({done.stderr.strip()}); the injected ENOSPC/EIO tests cover the same code")
     try:

@@ -38,7 +38,9 @@ from tests.reliability._net import memory_dir, size
 
 FUZZ = settings(max_examples=size(120, 20_000), deadline=None, suppress_health_check=[HealthCheck.too_slow], database=None)
 
-json_scalars = st.none() | st.booleans() | st.integers(-(2**53 - 1), 2**53 - 1) | st.floats(allow_nan=False, allow_infinity=False) | st.text()
+json_scalars = (
+    st.none() | st.booleans() | st.integers(-(2**53 - 1), 2**53 - 1) | st.floats(allow_nan=False, allow_infinity=False) | st.text()
+)
 json_values = st.recursive(
     json_scalars, lambda inner: st.lists(inner, max_size=5) | st.dictionaries(st.text(max_size=8), inner, max_size=5), max_leaves=12
 )
@@ -136,7 +138,14 @@ def _valid_bodies() -> st.SearchStrategy[bytes]:
         links,
     )
     branches = st.builds(
-        fr.BranchFrame, st.sampled_from(list(fr.BranchReason)), clocks, st.binary(min_size=16, max_size=16), ids, st.binary(max_size=60), flags, links
+        fr.BranchFrame,
+        st.sampled_from(list(fr.BranchReason)),
+        clocks,
+        st.binary(min_size=16, max_size=16),
+        ids,
+        st.binary(max_size=60),
+        flags,
+        links,
     )
     reinforces = st.builds(fr.ReinforceFrame, clocks, ids, st.binary(max_size=60), flags)
     acks = st.builds(fr.AckFrame, st.lists(ids, max_size=4).map(tuple))

@@ -283,7 +283,8 @@ def test_pull_never_fails_with_5xx_and_never_writes(target: Target, params: dict
 def test_any_method_on_any_path_never_fails_with_5xx(target: Target, method: str, path: str, body: bytes, auth: str | None) -> None:
     before = target.state()
     try:
-        request = target.client.build_request(method, path, content=body if method not in ("GET", "HEAD") else None, headers=target.headers(auth))
+        content = body if method not in ("GET", "HEAD") else None
+        request = target.client.build_request(method, path, content=content, headers=target.headers(auth))
     except (httpx.InvalidURL, ValueError):
         return  # not a request httpx can even express
     response = target.client.send(request)
@@ -295,7 +296,9 @@ def test_any_method_on_any_path_never_fails_with_5xx(target: Target, method: str
 
 
 @settings(FUZZ, max_examples=size(60, 3000))
-@given(raw=st.binary(min_size=1, max_size=300) | st.builds(lambda a, b: a + b"\r\n\r\n" + b, st.binary(max_size=80), st.binary(max_size=80)))
+@given(
+    raw=st.binary(min_size=1, max_size=300) | st.builds(lambda a, b: a + b"\r\n\r\n" + b, st.binary(max_size=80), st.binary(max_size=80))
+)
 def test_raw_bytes_that_are_not_http_leave_the_server_serving_and_unchanged(target: Target, raw: bytes) -> None:
     before = target.state()
     host, port = target.server.sock.getsockname()[:2]
@@ -312,9 +315,7 @@ def test_raw_bytes_that_are_not_http_leave_the_server_serving_and_unchanged(targ
     assert target.state() == before
 
 
-def test_after_the_fuzzing_the_honest_client_still_gets_everything_back(
-    target: Target, tmp_path: Path, figures: dict[str, Any]
-) -> None:
+def test_after_the_fuzzing_the_honest_client_still_gets_everything_back(target: Target, tmp_path: Path, figures: dict[str, Any]) -> None:
     """What was stored before the fuzzing is intact, and an honest device still pushes and pulls.
 
     (The second half of the seeded history is not reused here: the fuzzing may legitimately have

@@ -58,7 +58,9 @@ def open_in_fresh_process(store: Path, *, fallback: bool) -> subprocess.Complete
     env.pop(FALLBACK_ENV, None)
     if fallback:
         env[FALLBACK_ENV] = "file"
-    return subprocess.run([sys.executable, "-c", OPEN_WITHOUT_KEY, str(store)], capture_output=True, text=True, env=env, cwd=ROOT, timeout=120, check=False)
+    return subprocess.run(
+        [sys.executable, "-c", OPEN_WITHOUT_KEY, str(store)], capture_output=True, text=True, env=env, cwd=ROOT, timeout=120, check=False
+    )
 
 
 def snapshot(directory: Path) -> dict[str, bytes]:
@@ -129,7 +131,9 @@ def lower_budget(monkeypatch: pytest.MonkeyPatch, limit: int) -> None:
     monkeypatch.setattr(sealing_module, "Sealer", functools.partial(Sealer, limit=limit))
 
 
-def test_the_seal_budget_is_enforced_persisted_and_shared(tmp_path: Path, key: bytes, monkeypatch: pytest.MonkeyPatch, figures: dict[str, object]) -> None:
+def test_the_seal_budget_is_enforced_persisted_and_shared(
+    tmp_path: Path, key: bytes, monkeypatch: pytest.MonkeyPatch, figures: dict[str, object]
+) -> None:
     """Proves: once a key has sealed its limit, store, delete, fork and reinforcement refuse with
     KeyExhaustedError saying to rotate the key, append nothing, and reads and verify() go on; the
     count is rebuilt from the journal, so reopening, another process and imported records all
@@ -158,7 +162,12 @@ def test_the_seal_budget_is_enforced_persisted_and_shared(tmp_path: Path, key: b
     )
     done = subprocess.run(
         [sys.executable, "-c", writer, str(store), key.hex(), str(limit)],
-        capture_output=True, text=True, cwd=ROOT, env={**os.environ, "PYTHONPATH": str(ROOT)}, timeout=120, check=False,
+        capture_output=True,
+        text=True,
+        cwd=ROOT,
+        env={**os.environ, "PYTHONPATH": str(ROOT)},
+        timeout=120,
+        check=False,
     )
     assert done.returncode == 0, done.stderr
     assert done.stdout.split()[-1] == "8"

@@ -8,10 +8,11 @@ ends with the same lineage, state and metadata on every branch.
 
 How: a real store (fsynced journal, write-behind worker) writes a seeded random mix of stores,
 reinforcements, deletes, forks, checkouts and rollbacks while its worker pushes batches of at
-most two items (0.5 s request timeout, so a ``hang`` is an ambiguous outcome, retried) through :class:`tests.replication.proxy.FaultProxy` (real sockets) to the real
-server on SQLite, which a second thread restarts every few hundred pushes. Stores and database
-live in RAM (``/dev/shm``) when it exists: they still fsync, which costs nothing there, so the
-run is paced by the network path under test rather than by the disk. The proxy picks a
+most two items (0.5 s request timeout, so a ``hang`` is an ambiguous outcome, retried) through
+:class:`tests.replication.proxy.FaultProxy` (real sockets) to the real server on SQLite, which a
+second thread restarts every few hundred pushes. Stores and database live in RAM (``/dev/shm``)
+when it exists: they still fsync, which costs nothing there, so the run is paced by the network
+path under test rather than by the disk. The proxy picks a
 fault per push from a seeded RNG. The check at the end reads the server only through its pull
 endpoint, as a device would.
 

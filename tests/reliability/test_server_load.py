@@ -129,7 +129,9 @@ def test_concurrent_clients_lose_and_duplicate_nothing(database: str, figures: d
                 pull_latency.extend(mine)
                 pages_seen[project] = last_seq
 
-        pushers = [threading.Thread(target=pusher, args=(p, c), name=f"pusher-{i}") for i, (p, c) in enumerate(zip(PROJECTS, chains, strict=True))]
+        pushers = [
+            threading.Thread(target=pusher, args=(p, c), name=f"pusher-{i}") for i, (p, c) in enumerate(zip(PROJECTS, chains, strict=True))
+        ]
         pullers = [threading.Thread(target=puller, args=(p,), name=f"puller-{p[:1]}") for p in (PROJECTS[0], PROJECTS[-1])]
         started = time.perf_counter()
         for t in pushers + pullers:
@@ -230,7 +232,9 @@ def test_held_orphans_cost_an_accepted_push_nothing(tmp_path: Path, figures: dic
         parked = 0
         while parked < orphans:
             batch = [
-                raw_item("record", os.urandom(32).hex(), os.urandom(32).hex(), os.urandom(16).hex(), os.urandom(32).hex(), os.urandom(sealed), "")
+                raw_item(
+                    "record", os.urandom(32).hex(), os.urandom(32).hex(), os.urandom(16).hex(), os.urandom(32).hex(), os.urandom(sealed), ""
+                )
                 for _ in range(min(16, orphans - parked))
             ]
             reply = client.post(PUSH_PATH, content=json.dumps({"records": batch, "after": ""})).raise_for_status().json()

@@ -308,7 +308,10 @@ def test_records_moved_between_branches_or_swapped_on_the_wire_are_refused(
         "moved to another branch": {side: dataclasses.replace(items[side], branch=main)},
         "moved to another path": {a: dataclasses.replace(items[a], path_hash=items[b].path_hash)},
         "given another parent": {b: dataclasses.replace(items[b], parent=items[records[0]].id)},
-        "ciphertexts swapped": {a: dataclasses.replace(items[a], sealed=items[b].sealed), b: dataclasses.replace(items[b], sealed=items[a].sealed)},
+        "ciphertexts swapped": {
+            a: dataclasses.replace(items[a], sealed=items[b].sealed),
+            b: dataclasses.replace(items[b], sealed=items[a].sealed),
+        },
         "ciphertext truncated": {a: dataclasses.replace(items[a], sealed=items[a].sealed[:-5])},
         "ciphertext bit flipped": {a: dataclasses.replace(items[a], sealed=_flip(items[a].sealed))},
         "event swapped": _swap_events(items),
@@ -378,9 +381,7 @@ def test_every_frame_moved_from_another_store_with_the_same_key_is_detected(tmp_
     figures.update(frames_transplanted=sum(checked.values()), **checked)
 
 
-def test_a_genesis_record_or_an_empty_branch_moved_from_another_store_with_the_same_key_is_detected(
-    tmp_path: Path, key: bytes
-) -> None:
+def test_a_genesis_record_or_an_empty_branch_moved_from_another_store_with_the_same_key_is_detected(tmp_path: Path, key: bytes) -> None:
     """Proves the formerly known gap closed: a *genesis* record of project a (no parent; the keyed id
     of "main" is the same in b) appended to project b's journal no longer becomes b's HEAD, and a
     new empty branch's creation no longer appears in b: the copied frame fails b's MAC, the record's

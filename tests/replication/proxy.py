@@ -188,7 +188,8 @@ class FaultProxy:
             await self._answer(writer, int(action.split(":")[1]), b'{"error":"injected","message":"fault proxy"}')
             return True
         if action.startswith("conflict:"):  # the server's own 409 for an id, as a format-2 device can still get it
-            body = {"error": "conflict", "message": "1 item(s) conflict with a different body stored under the same id", "ids": [action[9:]]}
+            message = "1 item(s) conflict with a different body stored under the same id"
+            body = {"error": "conflict", "message": message, "ids": [action[9:]]}
             await self._answer(writer, 409, json.dumps(body).encode())
             return True
         if action == "early":

@@ -25,7 +25,9 @@ CLI = "import sys, sovseal.cli as cli; from tests.fakes import fake_embed; cli.E
 
 def sovseal(*args: str, env: dict[str, str] | None = None, **kwargs: object) -> subprocess.CompletedProcess[str]:
     full = {**os.environ, "PYTHONPATH": str(ROOT), **(env or {})}
-    return subprocess.run([sys.executable, "-c", CLI, *args], env=full, cwd=ROOT, capture_output=True, text=True, timeout=120, check=False, **kwargs)  # type: ignore[call-overload, no-any-return]
+    return subprocess.run(  # type: ignore[call-overload, no-any-return]
+        [sys.executable, "-c", CLI, *args], env=full, cwd=ROOT, capture_output=True, text=True, timeout=120, check=False, **kwargs
+    )
 
 
 def free_port() -> int:

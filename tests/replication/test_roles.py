@@ -83,7 +83,9 @@ def privileges(owner_url: str, role: str) -> dict[str, set[str]]:
     return out
 
 
-def test_the_migration_grants_exactly_select_to_the_reader_and_no_delete_to_the_writer(server: ServerThread, deployment: Deployment) -> None:
+def test_the_migration_grants_exactly_select_to_the_reader_and_no_delete_to_the_writer(
+    server: ServerThread, deployment: Deployment
+) -> None:
     assert privileges(deployment.owner, deployment.reader_role) == {t: {"SELECT"} for t in TABLES}
     assert privileges(deployment.owner, deployment.writer_role) == {
         "sovseal_meta": {"SELECT"},
@@ -153,7 +155,12 @@ def test_the_pull_connection_cannot_write_and_the_push_connection_cannot_delete(
         for statement in (f"DELETE FROM {table}", f"TRUNCATE {table}"):
             with pytest.raises(errors.InsufficientPrivilege), writes.transaction() as tx:
                 tx.execute(statement)
-    for statement in ("UPDATE items SET id = 'x'", "UPDATE items SET seq = 0", "UPDATE api_keys SET key_hash = 'x'", "UPDATE sovseal_meta SET value = '9'"):
+    for statement in (
+        "UPDATE items SET id = 'x'",
+        "UPDATE items SET seq = 0",
+        "UPDATE api_keys SET key_hash = 'x'",
+        "UPDATE sovseal_meta SET value = '9'",
+    ):
         with pytest.raises(errors.InsufficientPrivilege), writes.transaction() as tx:
             tx.execute(statement)
     with reads.reader() as tx:
@@ -210,9 +217,7 @@ def test_a_server_without_the_owner_url_runs_on_a_migrated_schema_and_refuses_an
         assert httpx.get(srv.url + "/v2/health").json() == {"status": "ok", "backend": "postgresql"}
 
 
-def test_role_urls_come_from_the_environment_and_passwords_are_set_hashed(
-    deployment: Deployment, monkeypatch: pytest.MonkeyPatch
-) -> None:
+def test_role_urls_come_from_the_environment_and_passwords_are_set_hashed(deployment: Deployment, monkeypatch: pytest.MonkeyPatch) -> None:
     writer = as_role(deployment.owner, deployment.writer_role, "s3cret-w")
     reader = as_role(deployment.owner, deployment.reader_role, "s3cret-r")
     monkeypatch.setenv("SOVSEAL_SERVER_DATABASE", deployment.owner)

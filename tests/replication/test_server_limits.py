@@ -228,7 +228,8 @@ def test_a_version_2_database_gets_its_held_items_indexed(tmp_path: Path) -> Non
             f"""
             CREATE TABLE sovseal_meta (name TEXT PRIMARY KEY, value TEXT NOT NULL);
             INSERT INTO sovseal_meta VALUES ('schema', '2');
-            CREATE TABLE projects (project TEXT PRIMARY KEY, next_seq BIGINT NOT NULL, next_hold BIGINT NOT NULL, held_count BIGINT NOT NULL);
+            CREATE TABLE projects (project TEXT PRIMARY KEY, next_seq BIGINT NOT NULL, next_hold BIGINT NOT NULL,
+                held_count BIGINT NOT NULL);
             INSERT INTO projects VALUES ('{PROJECT}', 2, 2, 1);
             CREATE TABLE items (project TEXT NOT NULL, seq BIGINT NOT NULL, id TEXT NOT NULL, kind TEXT NOT NULL,
                 digest TEXT NOT NULL, body TEXT NOT NULL, received_at DOUBLE PRECISION NOT NULL,
@@ -425,7 +426,11 @@ def test_limits_come_from_the_environment_and_bad_ones_fail_at_start(monkeypatch
     monkeypatch.setenv("SOVSEAL_SERVER_HEADER_TIMEOUT", "2.5")
     assert (Limits().max_held_items, Limits().header_timeout) == (7, 2.5)
     assert Limits(max_held_items=9).max_held_items == 9  # an explicit value wins over the environment
-    for name, value in (("SOVSEAL_SERVER_MAX_HELD_ITEMS", "lots"), ("SOVSEAL_SERVER_HEADER_TIMEOUT", "0"), ("SOVSEAL_SERVER_BODY_TIMEOUT", "inf")):
+    for name, value in (
+        ("SOVSEAL_SERVER_MAX_HELD_ITEMS", "lots"),
+        ("SOVSEAL_SERVER_HEADER_TIMEOUT", "0"),
+        ("SOVSEAL_SERVER_BODY_TIMEOUT", "inf"),
+    ):
         monkeypatch.setenv(name, value)
         with pytest.raises(LimitError, match=name):
             Limits()

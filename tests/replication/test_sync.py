@@ -7,6 +7,8 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
+import pytest
+
 from sovseal import Sovseal
 from sovseal.keys import export_key
 from sovseal.server import ServerThread
@@ -41,7 +43,9 @@ def test_a_background_pull_brings_other_devices_writes(tmp_path: Path, key: byte
     assert not reader.syncing._thread.is_alive()  # close stops it
 
 
-def test_sync_interval_comes_from_the_environment_and_needs_replication(tmp_path: Path, key: bytes, server: ServerThread, monkeypatch) -> None:  # type: ignore[no-untyped-def]
+def test_sync_interval_comes_from_the_environment_and_needs_replication(
+    tmp_path: Path, key: bytes, server: ServerThread, monkeypatch: pytest.MonkeyPatch
+) -> None:
     monkeypatch.setenv("SOVSEAL_SYNC_INTERVAL", "30")
     api = server.storage.create_api_key()
     with open_mem(tmp_path / "on", key, server.url, api) as on, open_mem(tmp_path / "off", key, "", None) as off:

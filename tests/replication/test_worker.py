@@ -123,7 +123,20 @@ def test_the_server_sees_no_path_plaintext_unkeyed_hash_or_snapshot_id(
         assert secret.encode("utf-16-le") not in wire
     for body in bodies:  # and nothing beyond the documented fields
         for item in json.loads(body)["records"]:
-            fields = {"kind", "id", "parent", "branch", "path_hash", "sealed", "created_at", "reason", "format", "flags", "after", "parents"}
+            fields = {
+                "kind",
+                "id",
+                "parent",
+                "branch",
+                "path_hash",
+                "sealed",
+                "created_at",
+                "reason",
+                "format",
+                "flags",
+                "after",
+                "parents",
+            }
             assert set(item) == fields and item["format"] == 3
     logged = [r.getMessage() for r in caplog.records if r.getMessage().startswith("POST")]
     assert [m.split(": ", 1)[1].encode() for m in logged] == bodies  # SOVSEAL_LOG_REPLICATION_BODIES logs exactly what was sent

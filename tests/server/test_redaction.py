@@ -117,7 +117,8 @@ def postgres_files(url: str) -> bytes:
         data = Path(str(conn.execute("SHOW data_directory").fetchone()[0]))  # type: ignore[index]
         paths = []
         for table in ("items", "held"):
-            rel = conn.execute("SELECT pg_relation_filepath(%s::regclass), reltoastrelid FROM pg_class WHERE oid = %s::regclass", (table, table)).fetchone()
+            query = "SELECT pg_relation_filepath(%s::regclass), reltoastrelid FROM pg_class WHERE oid = %s::regclass"
+            rel = conn.execute(query, (table, table)).fetchone()
             assert rel is not None
             paths.append(rel[0])
             paths.append(conn.execute("SELECT pg_relation_filepath(%s::oid::regclass)", (rel[1],)).fetchone()[0])  # type: ignore[index]
