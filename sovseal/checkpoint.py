@@ -63,7 +63,7 @@ def write(path: Path, k_rest: bytes, header: dict[str, Any], arrays: dict[str, n
     for name, array in arrays.items():
         data = np.ascontiguousarray(array)
         layout.append([name, data.dtype.str, list(data.shape), data.nbytes])
-        parts.append(memoryview(data).cast("B"))
+        parts.append(data.data.cast("B"))
     clear = json.dumps({**header, "arrays": layout}, sort_keys=True, separators=(",", ":")).encode()
     digest = hashlib.sha256(clear).digest()
     salt = os.urandom(32)
@@ -150,7 +150,8 @@ def read(path: Path, k_rest: bytes) -> tuple[dict[str, Any], dict[str, np.ndarra
     arrays: dict[str, np.ndarray] = {}
     position = 0
     for name, dtype, shape, size in layout:
-        arrays[name] = np.frombuffer(plain, dtype=dtype, count=size // dtype.itemsize if dtype.itemsize else 0, offset=position).reshape(shape)
+        count = size // dtype.itemsize if dtype.itemsize else 0
+        arrays[name] = np.frombuffer(plain, dtype=dtype, count=count, offset=position).reshape(shape)
         position += size
     return header, arrays
 

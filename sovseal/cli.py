@@ -49,6 +49,7 @@ from .paths import store_dir
 
 if TYPE_CHECKING:  # the store and the keychain load when a command opens one, so `--help` is quick
     from .client import EmbedFn, Sovseal
+    from .models import Memory
 
 F = TypeVar("F", bound=Callable[..., Any])
 
@@ -138,7 +139,10 @@ class _KeyOrigin:
     def advice(self) -> str:
         if self.backend is not None:  # a key was found, and it did not open the store
             if self.given == ops.ENV_KEY:
-                return f"the key came from {ops.ENV_KEY}: set it to this store's exported key, or unset it to use the key saved for the store"
+                return (
+                    f"the key came from {ops.ENV_KEY}: set it to this store's exported key, "
+                    "or unset it to use the key saved for the store"
+                )
             if self.given:
                 return f"the key came from {self.given}: pass the file `sovseal key export` wrote for this store"
             kind, _, where = self.backend.partition(":")
@@ -597,9 +601,13 @@ def status(path: str | None, branch: str, key_file: str | None, as_json: bool) -
         if name == "key_backend":
             shown = origin.shown()
         elif name == "heads":
-            shown = ", ".join(f"{b}: {_count(len(h), 'head')}" + (" (the next write merges them)" if len(h) > 1 else "") for b, h in value.items())
+            shown = ", ".join(
+                f"{b}: {_count(len(h), 'head')}" + (" (the next write merges them)" if len(h) > 1 else "") for b, h in value.items()
+            )
         elif name == "conflicts":
-            shown = "; ".join(f"{c['path']} on {c['branch']} ({_count(len(c['versions']), 'version')}, showing {_short(c['chosen'])})" for c in value)
+            shown = "; ".join(
+                f"{c['path']} on {c['branch']} ({_count(len(c['versions']), 'version')}, showing {_short(c['chosen'])})" for c in value
+            )
         elif name == "outbox_records":
             shown = f"{_count(value, 'item')}, {_count(info['outbox_bytes'], 'byte')}"
         else:
@@ -969,7 +977,9 @@ def log(limit: int | None, graph: bool, path: str | None, branch: str, key_file:
             _emit_json(entries)
             return
         for entry in entries:
-            click.echo(f"{_short(entry.snapshot_id)}  #{entry.seq:<4} {_when(entry.created_at)}  {entry.op:<6} {_log_path(entry.op, entry.path)}")
+            click.echo(
+                f"{_short(entry.snapshot_id)}  #{entry.seq:<4} {_when(entry.created_at)}  {entry.op:<6} {_log_path(entry.op, entry.path)}"
+            )
         return
     if limit is not None:
         nodes = nodes[:limit]
@@ -992,7 +1002,9 @@ _LANE_COLORS = ("red", "green", "yellow", "blue", "magenta", "cyan")
 
 def _draw_graph(nodes: list[ops.GraphNode], current: str) -> None:
     for prefix, node in ops.draw_graph(nodes):
-        lanes = "".join(click.style(c, fg=_LANE_COLORS[((i + 1) // 2) % len(_LANE_COLORS)]) if c != " " else c for i, c in enumerate(prefix))
+        lanes = "".join(
+            click.style(c, fg=_LANE_COLORS[((i + 1) // 2) % len(_LANE_COLORS)]) if c != " " else c for i, c in enumerate(prefix)
+        )
         if node is None:
             click.echo(lanes)
             continue
@@ -1072,7 +1084,8 @@ def verify(path: str | None, key_file: str | None, as_json: bool) -> None:
     else:
         erased = f", {report.erased} of them erased by a purge (skeletons checked)" if report.erased else ""
         click.echo(
-            f"{'ok' if report.ok else 'FAILED'}: {_count(report.records, 'record')}, {_count(report.branches, 'branch', 'branches')}{erased}"
+            f"{'ok' if report.ok else 'FAILED'}: {_count(report.records, 'record')}, "
+            f"{_count(report.branches, 'branch', 'branches')}{erased}"
         )
         for problem in report.problems:  # without the core's advice to run verify: this is verify
             click.echo(f"  {_cli_message(IntegrityError(problem), None)}")
@@ -1275,7 +1288,9 @@ def key_import(exported: str, path: str | None) -> None:
     help="The new key (as `sovseal key export` prints one). Required when the store's key is passed with "
     "--key-file or SOVSEAL_KEY; otherwise a new key is made and kept where the old one was.",
 )
-@click.option("--retire", "retire_only", is_flag=True, help="Only send a retirement of the old server project that could not be sent before.")
+@click.option(
+    "--retire", "retire_only", is_flag=True, help="Only send a retirement of the old server project that could not be sent before."
+)
 @json_option
 def key_rotate(path: str | None, key_file: str | None, new_key_file: str | None, retire_only: bool, as_json: bool) -> None:
     """Re-seal every record, branch move and erasure under a new master key (docs/operations.md).
@@ -1352,7 +1367,10 @@ def _print_run(report: Any) -> None:
         click.echo("nothing to do: every input is consolidated and every score is current (nothing was written)")
     else:
         verb = "resumed and finished" if report.resumed else "finished"
-        click.echo(f"{verb} {report.run}: {_count(report.steps, 'step')}, {_count(report.writes, 'write')}; HEAD {_short(report.head_before)} -> {_short(report.head_after)}")
+        click.echo(
+            f"{verb} {report.run}: {_count(report.steps, 'step')}, {_count(report.writes, 'write')}; "
+            f"HEAD {_short(report.head_before)} -> {_short(report.head_after)}"
+        )
         for name, c in report.counts.items():
             shown = ", ".join(f"{k} {len(v) if isinstance(v, list) else v}" for k, v in c.items())
             click.echo(f"  {name:<10} {shown}")
@@ -1426,7 +1444,9 @@ def consolidate_runs(path: str | None, branch: str, key_file: str | None, as_jso
     if not found:
         click.echo("no consolidation runs yet")
     for r in found:
-        click.echo(f"{r.run}  {r.status:<11} as of {r.as_of}  HEAD {_short(r.head_before)} -> {_short(r.head_after)}  {_compact(r.counts, 100)}")
+        click.echo(
+            f"{r.run}  {r.status:<11} as of {r.as_of}  HEAD {_short(r.head_before)} -> {_short(r.head_after)}  {_compact(r.counts, 100)}"
+        )
 
 
 @consolidate.command("rollback", short_help="Undo a run (appends; later writes are kept).")
@@ -1506,6 +1526,22 @@ def demo(path: str | None) -> None:
         sys.exit(1)
 
 
+def _written(mem: Sovseal, path: str) -> Memory:
+    """A memory the tour has just written; gone, the store is damaged, and the tour says so."""
+    memory = mem.get(path)
+    if memory is None:
+        raise IntegrityError(f"the demo wrote {path} and could not read it back")
+    return memory
+
+
+def _head(mem: Sovseal) -> str:
+    """The HEAD snapshot of the tour's branch, which its writes have just made."""
+    head = mem.snapshot()
+    if head is None:
+        raise IntegrityError("the demo's writes left its branch without a snapshot")
+    return head
+
+
 def _tour(directory: Path) -> bool:
     """The demo's script on a store at ``directory``: True when every check it prints passed."""
     from .client import Sovseal
@@ -1534,10 +1570,10 @@ def _tour(directory: Path) -> bool:
             result = mem.store(path_, payload, type=kind)
             first = first or result.snapshot_id
             say(f"   {path_:<26} -> {result.snapshot_id[:17]}…  ({(time.perf_counter() - t) * 1000:.1f} ms)")
-        before_edit = mem.snapshot()
+        before_edit = _head(mem)
 
         say("\n3. get('user.editor'):")
-        say(f"   {mem.get('user.editor').payload}")
+        say(f"   {_written(mem, 'user.editor').payload}")
 
         query = "what does the user write code with?"
         say(f"\n4. recall({query!r}, k=2) — similarity search, offline:")
@@ -1546,21 +1582,21 @@ def _tour(directory: Path) -> bool:
 
         say("\n5. Storing the same fact again reinforces it instead of adding a snapshot:")
         again = mem.store("user.pets", "The user has a golden retriever named Biscuit.")
-        say(f"   reinforced={again.reinforced}, reinforce_count={mem.get('user.pets').reinforce_count}")
+        say(f"   reinforced={again.reinforced}, reinforce_count={_written(mem, 'user.pets').reinforce_count}")
 
         say("\n6. Overwrite user.editor, then fork the previous snapshot into branch 'experiment':")
         mem.store("user.editor", "The user switched to Helix.")
-        say(f"   main:       user.editor = {mem.get('user.editor').payload!r}")
+        say(f"   main:       user.editor = {_written(mem, 'user.editor').payload!r}")
         mem.fork(before_edit, branch="experiment")
-        say(f"   experiment: user.editor = {mem.get('user.editor').payload!r}")
+        say(f"   experiment: user.editor = {_written(mem, 'user.editor').payload!r}")
         mem.checkout("main")
 
         say("\n7. Roll main back to before the edit (non-destructive: nothing is deleted):")
-        head = mem.snapshot()
+        head = _head(mem)
         mem.rollback(before_edit)
-        say(f"   main:       user.editor = {mem.get('user.editor').payload!r}")
+        say(f"   main:       user.editor = {_written(mem, 'user.editor').payload!r}")
         mem.rollback(head)
-        say(f"   and forward again:        {mem.get('user.editor').payload!r}")
+        say(f"   and forward again:        {_written(mem, 'user.editor').payload!r}")
 
         say("\n8. delete('chat.2026-05-21') appends a tombstone; the path disappears from state:")
         mem.delete("chat.2026-05-21")
@@ -1608,7 +1644,12 @@ def _has_password(database: str) -> bool:
 )
 @click.option("--max-body", type=int, default=16 * 1024 * 1024, show_default=True, help="Largest push body accepted, in bytes.")
 @click.option("--create-key", is_flag=True, help="Create an API key, print it once, and exit (it is stored hashed).")
-@click.option("--project", default=None, help="With --create-key: the server-blind project id (64 hex) to bind the key to; by default it binds to the first project it is used with.")
+@click.option(
+    "--project",
+    default=None,
+    help="With --create-key: the server-blind project id (64 hex) to bind the key to; "
+    "by default it binds to the first project it is used with.",
+)
 @click.option("--label", default="", help="With --create-key: a note stored beside the key.")
 @click.option(
     "--revoke-key",
@@ -1618,7 +1659,8 @@ def _has_password(database: str) -> bool:
 )
 @click.option("--log-level", default="info", show_default=True, type=click.Choice(["critical", "error", "warning", "info", "debug"]))
 def serve(
-    host: str, port: int, database: str | None, max_body: int, create_key: bool, project: str | None, label: str, revoke_key: str | None, log_level: str
+    host: str, port: int, database: str | None, max_body: int, create_key: bool, project: str | None, label: str, revoke_key: str | None,
+    log_level: str,
 ) -> None:
     """Serve replication (push, pull, health) over HTTP with uvicorn.
 

@@ -23,8 +23,9 @@ import hmac
 import os
 import struct
 import threading
+from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Protocol
 
 from cryptography.exceptions import InvalidTag
 from cryptography.hazmat.primitives import hashes
@@ -40,6 +41,7 @@ __all__ = [
     "NONCE_SIZE",
     "TAG_SIZE",
     "IdKey",
+    "PreparedMac",
     "Sealer",
     "Subkeys",
     "aead_decrypt",
@@ -336,13 +338,22 @@ def _keyed_message(label: str, value: str) -> bytes:
         raise InvalidInputError("keyed_id value is not valid Unicode (lone surrogate)") from None
 
 
+class PreparedMac(Protocol):
+    """What :func:`prepared_hmac` returns (OpenSSL's HMAC or :class:`hmac.HMAC`), as it is used."""
+
+    def copy(self) -> PreparedMac: ...
+    def update(self, data: bytes, /) -> None: ...
+    def digest(self) -> bytes: ...
+
+
+_c_hmac_new: Callable[..., PreparedMac] | None
 try:  # the C HMAC that hmac.HMAC wraps: copy, update and digest without a Python layer each
     from _hashlib import hmac_new as _c_hmac_new
 except ImportError:  # pragma: no cover - a Python built without OpenSSL's hashlib
     _c_hmac_new = None
 
 
-def prepared_hmac(key: bytes, prefix: bytes = b"") -> Any:
+def prepared_hmac(key: bytes, prefix: bytes = b"") -> PreparedMac:
     """HMAC-SHA256 under ``key`` with ``prefix`` already absorbed, to be ``copy()``-ed per message.
 
     Preparing the key costs two compressions; a copy of the prepared state costs none. The object

@@ -7,7 +7,7 @@ from dataclasses import dataclass, field
 from typing import Any, Literal
 
 from .canonical import canonicalize, loads
-from .errors import InvalidInputError, PayloadTooLargeError
+from .errors import IntegrityError, InvalidInputError, PayloadTooLargeError
 
 MemoryType = Literal["episodic", "semantic", "procedural"]
 Provenance = Literal["explicit", "observed"]
@@ -17,6 +17,8 @@ PROVENANCES: tuple[str, ...] = ("explicit", "observed")
 #: Records are not blobs (seed 002): a canonical entry over this many bytes is refused.
 MAX_ENTRY_BYTES = 256 * 1024
 MAX_PATH_CHARS = 1024
+#: The fields every sealed entry holds (``text`` is optional).
+_ENTRY_FIELDS = frozenset({"op", "path", "payload", "metadata", "type", "provenance"})
 
 
 @dataclass(frozen=True, slots=True)
@@ -60,6 +62,8 @@ class Entry:
     @classmethod
     def from_canonical(cls, data: bytes) -> Entry:
         raw = loads(data)
+        if not isinstance(raw, dict) or not raw.keys() >= _ENTRY_FIELDS:  # authentic, yet not what a writer writes
+            raise IntegrityError("an authentic record holds no entry object (op, path, payload, metadata, type, provenance); run verify()")
         entry = cls(raw["op"], raw["path"], raw["payload"], raw["metadata"], raw["type"], raw["provenance"], raw.get("text"))
         object.__setattr__(entry, "_canonical", bytes(data))  # the bytes that were hashed: no need to rebuild them
         return entry

@@ -257,7 +257,7 @@ class VectorIndex:
             log.warning("catching the IVF index up failed: %s", exc)
         self.warmed.set()
 
-    def _opened_table(self):  # lancedb's Table type is not exported stably
+    def _opened_table(self) -> Any:  # a lancedb Table (its type is not exported stably)
         """:meth:`_open_table` under a lock file shared by every process opening this index.
 
         Without it, two processes opening a store that has no index yet both find no table and both
@@ -276,7 +276,7 @@ class VectorIndex:
         finally:
             lock.close()
 
-    def _open_table(self):  # lancedb's Table type is not exported stably
+    def _open_table(self) -> Any:  # a lancedb Table (its type is not exported stably)
         """Open the table, or start it afresh when it is missing, of another dimension, or unreadable.
 
         Lance does not fsync on local disk, so a crash can leave an unreadable newest manifest;
@@ -301,7 +301,7 @@ class VectorIndex:
                 self._pending[int(self._row_node[row])] = self._matrix[row]
         return self._db.create_table(_TABLE, schema=self._schema, mode="overwrite")
 
-    def _read_only_table(self):  # lancedb's Table type is not exported stably
+    def _read_only_table(self) -> Any:  # a lancedb Table or None (its type is not exported stably)
         """The table as it is, or None: nothing is created, locked, repaired or written."""
         if self._db is None:
             return None
@@ -727,7 +727,8 @@ class VectorIndex:
         """The matrix row of each node, -1 where it has none (the caller holds the lock)."""
         table = self._node_row
         if not len(nodes) or (nodes.min() >= 0 and nodes.max() < len(table)):  # the usual case: one gather
-            return table[nodes]
+            rows: np.ndarray = table[nodes]
+            return rows
         inside = (nodes >= 0) & (nodes < len(table))
         return np.where(inside, table[np.where(inside, nodes, 0)], -1)
 
@@ -983,9 +984,8 @@ def _dot(matrix: np.ndarray, vector: np.ndarray) -> np.ndarray:
     384 here against 0.76 ms for ``einsum``. The result of a row does not depend on the rows
     around it, so a cosine read from a full scan equals the one computed for that row alone.
     """
-    if _vecdot is not None:
-        return _vecdot(matrix, vector)
-    return np.einsum("ij,j->i", matrix, vector)
+    scores: np.ndarray = _vecdot(matrix, vector) if _vecdot is not None else np.einsum("ij,j->i", matrix, vector)
+    return scores
 
 
 def _gather(matrix: np.ndarray, rows: np.ndarray) -> np.ndarray:
@@ -996,9 +996,8 @@ def _gather(matrix: np.ndarray, rows: np.ndarray) -> np.ndarray:
 
 def _rowwise(left: np.ndarray, right: np.ndarray) -> np.ndarray:
     """The dot product of left[i] and right[i] for each i (the same kernel as :func:`_dot`)."""
-    if _vecdot is not None:
-        return _vecdot(left, right)
-    return np.einsum("ij,ij->i", left, right)
+    dots: np.ndarray = _vecdot(left, right) if _vecdot is not None else np.einsum("ij,ij->i", left, right)
+    return dots
 
 
 def _as_mask(allowed: np.ndarray | set[int]) -> np.ndarray:

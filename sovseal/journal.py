@@ -27,9 +27,8 @@ from collections.abc import Iterator
 from dataclasses import dataclass, field
 from enum import Enum
 from pathlib import Path
-from typing import Any
 
-from .crypto import prepared_hmac
+from .crypto import PreparedMac, prepared_hmac
 from .durable import fsync_dir, fsync_fd
 from .errors import IntegrityError, JournalFormatError, StorageError
 
@@ -109,8 +108,8 @@ class Journal:
         self._key = key  # the store's journal key; frame MACs use a key derived from it and the journal id
         # HMACs under the frame key, known once the header is read or written, with their prefixes
         # already absorbed: every MAC and head tag copies one instead of preparing key and prefix again.
-        self._frame_mac: Any = None  # crypto.prepared_hmac objects
-        self._head_mac: Any = None
+        self._frame_mac: PreparedMac | None = None
+        self._head_mac: PreparedMac | None = None
         self._seq_at: dict[int, int] = {}  # offset -> sequence number the frame there must carry
         self.format = FORMAT  # a new journal's; an existing one's once its header is read
         self.journal_id = b""  # known once the header is read or written
@@ -187,7 +186,7 @@ class Journal:
         return mac.digest()[:16]
 
     @staticmethod
-    def _prepared(mac: Any) -> Any:
+    def _prepared(mac: PreparedMac | None) -> PreparedMac:
         if mac is None:
             raise RuntimeError("the journal's header has not been read or written yet: scan(0) or append first")
         return mac
@@ -554,7 +553,11 @@ class JournalWriter:
         reader = Journal(self.path, self._key, read_only=True)
         try:
             for frame in reader.frames(self._checked_end, self.end):
-                if not frame.authentic or self._checked >= len(self._digests) or hashlib.sha256(frame.body).digest() != self._digests[self._checked]:
+                if (
+                    not frame.authentic
+                    or self._checked >= len(self._digests)
+                    or hashlib.sha256(frame.body).digest() != self._digests[self._checked]
+                ):
                     raise StorageError(f"the new journal {self.path} did not read back as written; nothing was changed")
                 self._checked += 1
         except StorageError:

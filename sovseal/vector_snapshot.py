@@ -67,7 +67,9 @@ def load(index_dir: Path, dim: int) -> Snapshot | None:
             centroids = np.array(meta["centroids"], dtype=np.float32) if trained >= 0 else None
             offsets = [int(o) for o in meta["offsets"]] if trained >= 0 else None
             tail = np.array(meta["tail_lists"], dtype=np.int32) if "tail_lists" in meta.files and trained >= 0 else _NO_TAIL
-        if tail.ndim != 1 or (len(tail) and (trained + len(tail) > rows or tail.min() < 0 or offsets is None or tail.max() >= len(offsets) - 1)):
+        if tail.ndim != 1 or (
+            len(tail) and (trained + len(tail) > rows or tail.min() < 0 or offsets is None or tail.max() >= len(offsets) - 1)
+        ):
             tail = _NO_TAIL  # not what this writer writes: the rows are placed again
         if version != _VERSION or stored_dim != dim or len(row_node) != rows or not gen.isalnum():
             return None
@@ -80,7 +82,7 @@ def load(index_dir: Path, dim: int) -> Snapshot | None:
         return None
     # A search reads the rows of a few lists and a few hundred single rows: readahead around each
     # would bring in (and count against the process) most of the file.
-    advise = getattr(matrix._mmap, "madvise", None)
+    advise = getattr(getattr(matrix, "_mmap", None), "madvise", None)  # numpy keeps its mmap.mmap private
     if advise is not None and hasattr(mmap, "MADV_RANDOM"):
         advise(mmap.MADV_RANDOM)
     return Snapshot(gen, rows, matrix, row_node, centroids, offsets, trained, tail)

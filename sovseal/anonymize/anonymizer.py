@@ -83,7 +83,7 @@ class Anonymizer:
         session = self.sessions.get(session_id) if session_id is not None else None
         facts = self._identity.of(memory) if memory is not None else None
         spans = self.detector.find(text, facts)
-        if session is None:
+        if session is None or session_id is None:  # none asked for (get() raised for one that is gone): a new one
             session_id, session = self.sessions.open()
         with session.lock:
             return Anonymized(tokens.substitute(text, spans, session), session_id)

@@ -27,7 +27,9 @@ __all__ = ["COMMON_CAMEL_CASE", "NER_ENTITIES", "SCORE_THRESHOLD", "Detector", "
 #: Dates, numbers and products are left alone: they carry the meaning of a message, not who it is about.
 NER_ENTITIES = ("PERSON", "ORGANIZATION", "LOCATION", "NRP")
 #: spaCy labels dropped before mapping, so Presidio does not warn about them on every call.
-_IGNORED_LABELS = ("CARDINAL", "ORDINAL", "QUANTITY", "MONEY", "PERCENT", "DATE", "TIME", "EVENT", "WORK_OF_ART", "LAW", "LANGUAGE", "PRODUCT")
+_IGNORED_LABELS = (
+    "CARDINAL", "ORDINAL", "QUANTITY", "MONEY", "PERCENT", "DATE", "TIME", "EVENT", "WORK_OF_ART", "LAW", "LANGUAGE", "PRODUCT",
+)
 #: Below this Presidio score a detection is dropped. Checksummed and validated patterns score 1.0,
 #: phone numbers 0.4, unvalidated shapes (a bare domain-like word) 0.5 or less, NER 0.85.
 SCORE_THRESHOLD = 0.4
@@ -122,13 +124,13 @@ class Detector:
             labels_to_ignore=list(_IGNORED_LABELS),
             low_score_entity_names=[],
             model_to_presidio_entity_mapping={
-                **NerModelConfiguration().model_to_presidio_entity_mapping,
+                **(NerModelConfiguration().model_to_presidio_entity_mapping or {}),
                 "FAC": "LOCATION",
             },
         )
         # Loaded here, handed over loaded: Presidio's own load() would download a missing model.
         engine = SpacyNlpEngine(models=[{"lang_code": "en", "model_name": pipeline.name}], ner_model_configuration=config)
-        engine.nlp = {"en": pipeline.nlp}
+        engine.nlp = {"en": pipeline.nlp}  # type: ignore[assignment]  # Presidio types it None until its own load()
 
         layers = recognizers.pattern_recognizers()
         if pipeline.has_ner:

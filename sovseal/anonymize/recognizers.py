@@ -12,7 +12,7 @@ import re
 from collections.abc import Iterable, Mapping
 
 import tldextract
-from presidio_analyzer import Pattern, PatternRecognizer
+from presidio_analyzer import EntityRecognizer, Pattern, PatternRecognizer
 from presidio_analyzer.predefined_recognizers import (
     CreditCardRecognizer,
     CryptoRecognizer,
@@ -74,7 +74,7 @@ CAMEL_PATTERN = Pattern("CamelCase identifier", r"(?<!\w)[A-Z]?[a-z][a-z0-9]*(?:
 SCHEME_URL_PATTERN = Pattern("URL with a scheme", r"(?<![\w+.\-])[A-Za-z][A-Za-z0-9+.\-]{0,19}://[^\s<>\"'`]+", 0.5)
 
 
-def pattern_recognizers() -> list[PatternRecognizer]:
+def pattern_recognizers() -> list[EntityRecognizer]:
     """The pattern layer: Presidio's predefined recognizers plus sovseal's URL and secrets recognizers."""
     return [
         OfflineEmailRecognizer(),

@@ -210,7 +210,7 @@ def _check_json(label: str, value: object) -> None:
 # -- matching one value (used for metadata; path/type/provenance have indexed fast paths) ------------
 
 
-def value_key(value: Any) -> Any:
+def value_key(value: Any) -> tuple[Any, ...]:
     """A hashable key under which JSON-equal values coincide (1 == 1.0, true != 1)."""
     if isinstance(value, bool):
         return ("b", value)

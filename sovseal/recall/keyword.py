@@ -23,8 +23,8 @@ import numpy as np
 
 class KeywordIndex:
     def __init__(self) -> None:
-        self._nodes: dict[str, array] = {}
-        self._tfs: dict[str, array] = {}
+        self._nodes: dict[str, array[int]] = {}
+        self._tfs: dict[str, array[float]] = {}
         # Postings a checkpoint restored: term -> its slot; slot i's nodes and term frequencies are
         # _base_nodes[_base_ends[i-1]:_base_ends[i]] (and _base_tfs likewise).
         self._base_terms: dict[str, int] = {}

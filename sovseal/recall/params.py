@@ -92,7 +92,7 @@ class RecallParams:
 def decay(params: RecallParams, type_: str, age_days: float) -> float:
     """The decay factor of a memory of ``type_`` last stored or reinforced ``age_days`` ago."""
     half = params.half_life_days.get(type_, params.half_life_days["semantic"])
-    fresh = 0.5 ** (max(0.0, age_days) / half)
+    fresh: float = 0.5 ** (max(0.0, age_days) / half)  # a float: the base is positive
     return params.decay_floor + (1.0 - params.decay_floor) * fresh
 
 

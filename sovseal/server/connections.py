@@ -64,7 +64,7 @@ class GuardedH11Protocol(H11Protocol):
         self._deadline: asyncio.TimerHandle | None = None
         self._waiting_after: object = None  # the request cycle current when the deadline was armed
 
-    def connection_made(self, transport: asyncio.BaseTransport) -> None:  # type: ignore[override]
+    def connection_made(self, transport: asyncio.BaseTransport) -> None:
         if len(self.connections) >= self.max_connections:
             self.crowd.note_cut(self.max_connections)
             if not self.crowd.waiting:  # every connection is busy with a request: this one waits its turn elsewhere

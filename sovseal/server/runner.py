@@ -18,8 +18,9 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from ..paths import resolve_path
-from .app import Limits, create_app
+from .app import create_app
 from .db import PostgresDatabase, open_database
+from .limits import Limits
 from .schema import Role, Roles
 from .storage import Storage
 
