@@ -31,8 +31,8 @@ from .errors import (
 )
 from .frames import Op
 from .keys import coerce_key, load_master_key
-from .paths import store_dir, store_exists
 from .models import Conflict, LogEntry, Memory, PurgeResult, Status, StoreResult, VerifyReport, Version
+from .paths import store_dir, store_exists
 from .replication import DEFAULT_MAX_OUTBOX_BYTES, ReplicatedStatus, ReplicationConfig
 from .replication import start as start_replication
 from .replication.periodic import ENV_SYNC_INTERVAL, PeriodicPull
@@ -877,7 +877,9 @@ class Sovseal:
         if prefix is not None:
             prefixes = [prefix] if isinstance(prefix, str) else list(prefix)
             if not prefixes or not all(isinstance(p, str) and p for p in prefixes):
-                raise InvalidInputError("prefix must be a non-empty string (or a list of them); to erase everything, delete the store's directory")
+                raise InvalidInputError(
+                    "prefix must be a non-empty string (or a list of them); to erase everything, delete the store's directory"
+                )
             engine = self._recall_engine()
 
             def select(lineage: Lineage) -> list[int]:
@@ -1142,7 +1144,9 @@ class Sovseal:
                 if not opened:
                     continue
                 versions = [
-                    Version(o.snapshot_id, None if o.entry.op == "delete" else o.entry.payload, o.entry.op == "delete", _at(o.node.created_at))
+                    Version(
+                        o.snapshot_id, None if o.entry.op == "delete" else o.entry.payload, o.entry.op == "delete", _at(o.node.created_at)
+                    )
                     for o in opened
                 ]
                 out.append(Conflict(name, opened[0].entry.path, versions, versions[0].snapshot_id))

@@ -189,7 +189,7 @@ class RecordFrame:
     def head_size(cls, body: bytes) -> int:
         """How many bytes of ``body`` its head takes."""
         *_, parents, after, _, _ = cls._HEAD.unpack_from(body)
-        return cls._HEAD.size + (parents + after) * ID_LEN
+        return int(cls._HEAD.size + (parents + after) * ID_LEN)
 
     @classmethod
     def decode(cls, body: bytes) -> RecordFrame:

@@ -111,7 +111,7 @@ class NodeTable:
     live on the object from then on).
     """
 
-    __slots__ = ("_base", "_columns", "_made", "_tail", "_branch_ids")
+    __slots__ = ("_base", "_branch_ids", "_columns", "_made", "_tail")
 
     def __init__(self, columns: dict[str, np.ndarray] | None = None, branch_ids: list[bytes] | None = None) -> None:
         self._columns = columns or {}
@@ -249,7 +249,7 @@ class WireIndex:
     Building a dict of a million ids costs about half a second; a cold open builds none.
     """
 
-    __slots__ = ("_prefix", "_order", "_wires", "_added")
+    __slots__ = ("_added", "_order", "_prefix", "_wires")
 
     def __init__(self, wires: np.ndarray | None = None, order: np.ndarray | None = None) -> None:
         self._wires = wires  # (n,) V32: node i's wire id (the checkpoint's n.wire)
@@ -321,7 +321,7 @@ class Outbox:
             assert self._base_where is not None  # nosec B101 -- type narrowing: set together
             items = dict(zip(self._base_ids.tolist(), map(tuple, self._base_where.tolist()), strict=True))
             items.update(self._items)  # added after the checkpoint: later in the journal
-            self._items, self._base_ids, self._base_where = items, None, None  # type: ignore[assignment]
+            self._items, self._base_ids, self._base_where = items, None, None
         return self._items
 
     def add(self, item: bytes, where: tuple[int, int]) -> bool:
@@ -567,9 +567,9 @@ class Lineage:
             self.epoch += 1
             for branch in self.branches.values():
                 branch._view, branch.view_arrays = None, None
-        branch = self.branches.get(frame.branch_id)
-        if branch is not None:
-            self._add_item(branch, frame.wire_id, idx, frame.replaces, again=True)
+        on = self.branches.get(frame.branch_id)
+        if on is not None:
+            self._add_item(on, frame.wire_id, idx, frame.replaces, again=True)
 
     def _add_item(self, branch: Branch, item: bytes, target: int, replaces: tuple[bytes, ...], *, again: bool = False) -> None:
         """One more frame on ``branch``: update its heads, keeping its view when it can follow.
@@ -593,7 +593,13 @@ class Lineage:
         previous = next(iter(before.values())) if len(before) == 1 else None
         node = self.nodes[target] if target >= 0 else None
         view = self._materialized(branch)
-        if view is not None and heads == {item: target} and node is not None and previous is not None and node.parents == ((previous,) if previous >= 0 else ()):
+        if (
+            view is not None
+            and node is not None
+            and heads == {item: target}
+            and previous is not None
+            and node.parents == ((previous,) if previous >= 0 else ())
+        ):
             # A record on the only head: the view gains its write (its clock is the newest).
             if (node.op is Op.DELETE or node.redacted) and node.authentic:
                 view.pop(node.path_hash, None)
@@ -680,9 +686,10 @@ class Lineage:
         A damaged frame stays visible whatever its op says (its op may be what was altered), so
         reading its path fails closed instead of showing the path as deleted.
         """
-        if self._materialized(branch) is None:
+        view = self._materialized(branch)
+        if view is None:
             seen: set[bytes] = set()
-            view: dict[bytes, int] = {}
+            view = {}
             for node in self.history(branch.heads.values()):
                 if node.path_hash in seen:
                     continue
@@ -690,7 +697,7 @@ class Lineage:
                 if not node.authentic or (node.op is Op.STORE and not node.redacted):
                     view[node.path_hash] = node.idx
             branch._view = view
-        return branch._view
+        return view
 
     @staticmethod
     def _materialized(branch: Branch) -> dict[bytes, int] | None:

@@ -384,7 +384,9 @@ class LocalStore:
                 raise cp.CheckpointRefused("it was written by another version of sovseal")
             fits = (
                 header.get("store_uuid") == self.store_uuid
-                and self._journal.resume(int(header["end"]), int(header["slot"]), int(header["last_offset"]), bytes.fromhex(header["last_mac"]))
+                and self._journal.resume(
+                    int(header["end"]), int(header["slot"]), int(header["last_offset"]), bytes.fromhex(header["last_mac"])
+                )
                 and self._journal.format == FORMAT
                 and header.get("journal_id") == self._journal.journal_id.hex()
             )
@@ -423,7 +425,7 @@ class LocalStore:
         if self._last_frame == 0 or self._journal.format != FORMAT or self._lineage.damage:
             return None
         head = os.pread(self._journal.fileno(), HEADER.size, self._last_frame)
-        _, mac, seq = HEADER.unpack(head)
+        _, mac, _seq = HEADER.unpack(head)
         header = {
             "kind": "store",
             "layout": CHECKPOINT_LAYOUT,
@@ -521,18 +523,21 @@ class LocalStore:
                     replaces = branch.replaceable if branch is not None else ()
                     explicit = replaces != frame.parents
                     # Raised above its parents only: the same value on every device that migrates it.
-                    parents_floor = max((shadow.nodes[shadow.by_wire[p]].hlc + 1 for p in frame.parents if p in shadow.by_wire), default=fr.MIN_LEGACY_HLC)
+                    parents_floor = max(
+                        (shadow.nodes[shadow.by_wire[p]].hlc + 1 for p in frame.parents if p in shadow.by_wire), default=fr.MIN_LEGACY_HLC
+                    )
                     frame = dataclasses.replace(
                         frame,
                         hlc=max(frame.hlc, parents_floor),
                         flags=frame.flags | (fr.Flag.EXPLICIT_AFTER if explicit else fr.Flag.NONE),
                         after=replaces if explicit else (),
                     )
-                else:
-                    branch = shadow.branches.get(frame.branch_id) if isinstance(frame, fr.BranchFrame) else None
+                elif isinstance(frame, fr.BranchFrame):
+                    branch = shadow.branches.get(frame.branch_id)
                     after = branch.replaceable if branch is not None else ()
-                    extra = {"after": after} if isinstance(frame, fr.BranchFrame) else {}
-                    frame = dataclasses.replace(frame, hlc=max(frame.hlc, floor), **extra)
+                    frame = dataclasses.replace(frame, hlc=max(frame.hlc, floor), after=after)
+                else:
+                    frame = dataclasses.replace(frame, hlc=max(frame.hlc, floor))
             shadow.apply(frame, scanned.offset, len(scanned.body) + HEADER.size, True)
             out.append(frame)
         return out
@@ -630,7 +635,7 @@ class LocalStore:
 
     def _open_branch_event(self, frame: fr.BranchFrame) -> dict[str, Any]:
         event = loads(self.sealing.unseal(frame.sealed_event, self.sealing.branch_aad(frame), frame.flags))
-        if self.branch_id(event["branch"]) != frame.branch_id:
+        if not isinstance(event, dict) or self.branch_id(str(event.get("branch"))) != frame.branch_id:
             raise IntegrityError("a branch event does not match its keyed branch id; run verify()")
         return event
 
@@ -859,7 +864,8 @@ class LocalStore:
             if visible is not None and entry.op == "store" and self.open(visible).entry.canonical() == canonical:
                 frame = fr.ReinforceFrame(self._tick(), nodes[visible].wire_id, b"")
                 event = canonicalize({"reinforce": self.sid_of(visible), "at": frame.at})
-                self._append([dataclasses.replace(frame, sealed_event=self.sealing.seal(event, self.sealing.reinforce_aad(frame)))], sync=sync)
+                sealed = self.sealing.seal(event, self.sealing.reinforce_aad(frame))
+                self._append([dataclasses.replace(frame, sealed_event=sealed)], sync=sync)
                 return Appended(nodes[visible], self.sid_of(visible), reinforced=True)
         sid = snapshot_id(canonical, self.sid_of(targets[0]) if len(targets) == 1 else parent_ids(self.sid_of(t) for t in targets))
         wire = self.wire_id(sid)
@@ -880,8 +886,8 @@ class LocalStore:
         # The AAD of the clear fields, as Sealing.record_aad computes it from the frame when it is read.
         aad = record_fields_aad(self.sealing.key_id, wire, parents, flags, hlc, branch.branch_id, path_hash, after)
         sealed = self.sealing.seal(canonical, aad)
-        frame = fr.RecordFrame(op, hlc, wire, parents, branch.branch_id, path_hash, sealed_sid, sealed, flags, after)
-        self._append([frame], sync=sync)
+        record = fr.RecordFrame(op, hlc, wire, parents, branch.branch_id, path_hash, sealed_sid, sealed, flags, after)
+        self._append([record], sync=sync)
         idx = self._lineage.by_wire[wire]
         self._sids[idx] = sid
         return Appended(nodes[idx], sid, reinforced=False)
@@ -1043,7 +1049,8 @@ class LocalStore:
                 raise IntegrityError(f"journal byte {node.offset} is not a record frame; run verify()")
             sid = self.sid_of(idx)
             op = "delete" if node.op is fr.Op.DELETE else "store"
-            pairs.append((node.wire_id, self.sealing.seal(canonicalize({"sid": sid, "op": op, "redacted": True}), self.sealing.skeleton_aad(frame))))
+            skeleton = canonicalize({"sid": sid, "op": op, "redacted": True})
+            pairs.append((node.wire_id, self.sealing.seal(skeleton, self.sealing.skeleton_aad(frame))))
             sids.append(sid)
         redaction = fr.RedactionFrame(self._tick(), tuple(pairs), b"")
         body = canonicalize({**description, "purged": sids, "at": redaction.at})
@@ -1127,7 +1134,8 @@ class LocalStore:
             )
         if not isinstance(frame, fr.ReinforceFrame):
             raise ValueError(f"a {type(frame).__name__} is local bookkeeping and never replicated")
-        return WireItem("reinforce", frame.event_id.hex(), frame.wire_id.hex(), "", "", frame.sealed_event, frame.at, flags=int(frame.flags))
+        event, target = frame.event_id.hex(), frame.wire_id.hex()
+        return WireItem("reinforce", event, target, "", "", frame.sealed_event, frame.at, flags=int(frame.flags))
 
     def ack(self, ids: list[str]) -> None:
         """Mark items as durably stored by the server: they leave the outbox, durably."""
@@ -1227,9 +1235,9 @@ class LocalStore:
             reason = fr.BranchReason[item.reason]
         except KeyError:
             raise IntegrityError(f"replicated branch event {item.id} has an unknown reason") from None
-        frame = fr.BranchFrame(reason, hlc, bytes.fromhex(item.branch), target, item.sealed, flags, after)
-        self._open_branch_event(frame)
-        return frame
+        event = fr.BranchFrame(reason, hlc, bytes.fromhex(item.branch), target, item.sealed, flags, after)
+        self._open_branch_event(event)
+        return event
 
     def _redaction_from_wire(self, item: WireItem, ident: bytes, hlc: int, flags: fr.Flag) -> fr.RedactionFrame | None:
         """A pulled redaction as a frame (None: already here); it waits until every record it names is here."""

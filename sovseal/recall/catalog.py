@@ -241,7 +241,8 @@ class Catalog:
                 out |= self.mask(part, size)
             return out
         if isinstance(tree, flt.Not):
-            return self._records(size) & ~self.mask(tree.part, size)
+            kept: np.ndarray = self._records(size) & ~self.mask(tree.part, size)
+            return kept
         return self._cond(tree, size)
 
     def searchable(self, visible: np.ndarray) -> np.ndarray:
@@ -306,7 +307,8 @@ class Catalog:
         having = self._field_nodes.get(name, [])
         if op in ("$ne", "$nin", "$exists"):
             positive = {"$ne": "$eq", "$nin": "$in", "$exists": "$exists"}[op]
-            return self._records(size) & ~self._cond(flt.Cond(field, positive, True if op == "$exists" else operand), size)
+            negated: np.ndarray = self._records(size) & ~self._cond(flt.Cond(field, positive, True if op == "$exists" else operand), size)
+            return negated
         hits = [n for n in having if flt.matches(op, operand, True, self.metadata[n][name])]  # type: ignore[index]
         return self._nodes_mask(hits, size)
 

@@ -24,7 +24,6 @@ grows), each term's BM25 contributions (until a record is added).
 from __future__ import annotations
 
 import json
-
 import logging
 import threading
 import time
@@ -327,7 +326,7 @@ class RecallEngine:
             if cached is not None:
                 self._queries.move_to_end(query)
                 return cached
-        vector = self._embed([query])[0]
+        vector: np.ndarray = self._embed([query])[0]
         with self._lock:
             self._queries[query] = vector
             while len(self._queries) > QUERY_CACHE_SIZE:
@@ -338,7 +337,10 @@ class RecallEngine:
         vector = self.query_vector(query)
         terms = text.tokens(query)
         index = self._vector_index(int(vector.shape[0]))
-        return self._searching(index, branch_name, lambda lineage, searchable: self._rank(lineage, index, vector, terms, k, tree, searchable))
+        def rank(lineage: Lineage, searchable: np.ndarray) -> list[tuple[Opened, float]]:
+            return self._rank(lineage, index, vector, terms, k, tree, searchable)
+
+        return self._searching(index, branch_name, rank)
 
     def by_vector(self, vector: np.ndarray, k: int, tree: Filter | None, branch_name: str) -> list[tuple[Opened, float]]:
         """Dense search only among the records visible at the branch's HEAD; scores are cosine similarities."""
@@ -508,9 +510,9 @@ class RecallEngine:
             flat = np.concatenate(rings)
             ok = (flat >= 0) & (flat < size)
             ok[ok] = visible[flat[ok]]
-            base = np.zeros(len(flat))
-            base[ok] = scorer.base(flat[ok])
-            base = base.reshape(len(rings), len(pool))  # rows: pool, parents 1..r, children 1..r
+            scored = np.zeros(len(flat))
+            scored[ok] = scorer.base(flat[ok])
+            base = scored.reshape(len(rings), len(pool))  # rows: pool, parents 1..r, children 1..r
             fused = base[0]
             gate = self._coherence(index, pool, visible)
             if gate:
@@ -613,7 +615,9 @@ class _PairCosines:
         self._size = -1  # the lineage size the far cosines are for
         self._replaced = -1
 
-    def get(self, index: VectorIndex, left: np.ndarray, parents: np.ndarray, far_nodes: np.ndarray, size: int) -> tuple[np.ndarray, np.ndarray]:
+    def get(
+        self, index: VectorIndex, left: np.ndarray, parents: np.ndarray, far_nodes: np.ndarray, size: int
+    ) -> tuple[np.ndarray, np.ndarray]:
         """cos(left, parents) and cos(left, far_nodes) (NaN where a node is -1 or has no vector)."""
         if index.replaced != self._replaced or len(self._parent) < size:
             parent = np.full(max(size, 2 * len(self._parent), 1024), np.nan, dtype=np.float32)
@@ -681,7 +685,7 @@ class _Scorer:
             return out
         if self.bm_max > 0:
             assert self.bm is not None  # nosec B101 -- type narrowing: bm_max > 0 only with scores
-            keyword = np.divide(self.bm[nodes], self.bm_max, dtype=np.float64)  # bm is 0 where not allowed
+            keyword: np.ndarray = np.divide(self.bm[nodes], self.bm_max, dtype=np.float64)  # bm is 0 where not allowed
         else:
             keyword = np.zeros(len(nodes))
         if p.fusion == "keyword":
@@ -692,7 +696,8 @@ class _Scorer:
             dense[np.isnan(dense)] = -1.0  # no vector
             return (1.0 + dense) / 2.0
         # fmax: a node without a vector (NaN) counts 0, as max(cosine, 0) of cosine -1 would
-        return p.dense_weight * np.fmax(cosines, 0.0, dtype=np.float64) + p.keyword_weight * keyword
+        fused: np.ndarray = p.dense_weight * np.fmax(cosines, 0.0, dtype=np.float64) + p.keyword_weight * keyword
+        return fused
 
     def cosines(self, nodes: np.ndarray) -> np.ndarray:
         """The cosine of each node to the query, read where the search computed it, else computed
@@ -700,7 +705,7 @@ class _Scorer:
         known = self.dense.by_node
         if known is None:
             return self.index.scores_for(self.vector, nodes)
-        found = known[nodes]
+        found: np.ndarray = known[nodes]
         unknown = np.isnan(found)
         if unknown.any():
             todo = _distinct([nodes[unknown]])  # sorted-unique: np.unique is 2x slower here
@@ -748,4 +753,5 @@ def _step(links: np.ndarray, nodes: np.ndarray) -> np.ndarray:
 
     Every node is -1 or below the catalog's size, and the catalog keeps ``links[-1] == -1``.
     """
-    return links[nodes]
+    stepped: np.ndarray = links[nodes]
+    return stepped
