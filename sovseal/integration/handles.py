@@ -11,7 +11,7 @@ from __future__ import annotations
 import os
 import time
 from collections.abc import Mapping
-from typing import Any
+from typing import Any, Self
 
 from ..client import EmbedFn, Sovseal
 
@@ -46,6 +46,33 @@ def open_handle(
             raise ValueError("the embedder was given twice")
         kwargs["embedder"] = embedder
     return Sovseal(path, key=key, **kwargs), True
+
+
+class HandleOwner:
+    """The lifecycle every adapter component shares: it works on ``self._client`` and closes it only
+    if it opened it (``self._owns_client``, from :func:`open_handle`); a handle passed in stays open
+    for the rest of the application. Mixed into framework classes (pydantic models too), so it
+    declares no fields of its own: the component sets the two attributes.
+    """
+
+    _client: Sovseal
+    _owns_client: bool
+
+    @property
+    def client(self) -> Sovseal:
+        """The ``sovseal.Sovseal`` handle underneath (for anything the framework surface does not cover)."""
+        return self._client
+
+    def close(self) -> None:
+        """Close the sovseal handle if this component opened it (a handle passed as ``client=`` stays open)."""
+        if self._owns_client:
+            self._client.close()
+
+    def __enter__(self) -> Self:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
 
 
 def check_segment(value: object, what: str) -> str:

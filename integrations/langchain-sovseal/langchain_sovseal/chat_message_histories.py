@@ -14,7 +14,7 @@ from langchain_core.chat_history import BaseChatMessageHistory
 from langchain_core.messages import BaseMessage, message_to_dict, messages_from_dict
 
 from sovseal import Memory, Sovseal
-from sovseal.integration import Erasure, batch_id, check_key, check_segment, erase_flag, index_text, open_handle
+from sovseal.integration import Erasure, HandleOwner, batch_id, check_key, check_segment, erase_flag, index_text, open_handle
 
 from ._common import PARTS, ROOT
 
@@ -33,7 +33,7 @@ _READ: weakref.WeakKeyDictionary[Sovseal, dict[str, dict[str, Memory]]] = weakre
 _READ_GUARD = threading.Lock()
 
 
-class SovsealChatMessageHistory(BaseChatMessageHistory):
+class SovsealChatMessageHistory(HandleOwner, BaseChatMessageHistory):
     """The messages of one chat session, each a sealed, lineage-tracked sovseal record.
 
     LangChain deprecated ``BaseChatMessageHistory`` and ``RunnableWithMessageHistory`` in favour of
@@ -98,20 +98,6 @@ class SovsealChatMessageHistory(BaseChatMessageHistory):
         self.session_id = session_id
         self._prefix = f"{ROOT}-chat/{namespace}/{session_id}/"
         self._client, self._owns_client = open_handle(client, path=path, key=key, client_kwargs=client_kwargs)
-
-    @property
-    def client(self) -> Sovseal:
-        return self._client
-
-    def close(self) -> None:
-        if self._owns_client:
-            self._client.close()
-
-    def __enter__(self) -> SovsealChatMessageHistory:
-        return self
-
-    def __exit__(self, *exc: object) -> None:
-        self.close()
 
     def _paths(self) -> list[str]:
         """This session's message paths in conversation order (name order), from the catalog. The

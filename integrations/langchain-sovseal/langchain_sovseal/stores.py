@@ -11,12 +11,12 @@ from typing import Any
 from langchain_core.stores import ByteStore
 
 from sovseal import Sovseal
-from sovseal.integration import Erasure, check_key, check_segment, erase_flag, index_text, open_handle
+from sovseal.integration import Erasure, HandleOwner, check_key, check_segment, erase_flag, index_text, open_handle
 
 from ._common import PARTS, ROOT
 
 
-class SovsealByteStore(ByteStore):
+class SovsealByteStore(HandleOwner, ByteStore):
     """A LangChain ``ByteStore`` whose values are sealed sovseal records: encrypted at rest, in the
     lineage (overwrites and deletes are snapshots; nothing is lost), replicated as ciphertext.
 
@@ -63,20 +63,6 @@ class SovsealByteStore(ByteStore):
         self.erase_on_delete = erase_on_delete
         self._prefix = f"{ROOT}-kv/{namespace}/"
         self._client, self._owns_client = open_handle(client, path=path, key=key, client_kwargs=client_kwargs)
-
-    @property
-    def client(self) -> Sovseal:
-        return self._client
-
-    def close(self) -> None:
-        if self._owns_client:
-            self._client.close()
-
-    def __enter__(self) -> SovsealByteStore:
-        return self
-
-    def __exit__(self, *exc: object) -> None:
-        self.close()
 
     def _path(self, key: str) -> str:
         return self._prefix + check_key(key, "a key")

@@ -17,7 +17,7 @@ from langchain_core.vectorstores.utils import maximal_marginal_relevance
 
 from sovseal import LogEntry, Memory, Sovseal
 from sovseal.embed.fingerprint import qualified_name
-from sovseal.integration import Erasure, check_key, check_segment, deletion, index_text, open_handle
+from sovseal.integration import Erasure, HandleOwner, check_key, check_segment, deletion, index_text, open_handle
 
 from ._common import PARTS, ROOT, scoped_filter, to_document
 from .embeddings import SovsealEmbeddings
@@ -62,7 +62,7 @@ class _Embedder:
         return np.asarray(self._inner(list(texts)), dtype=np.float32)
 
 
-class SovsealVectorStore(VectorStore):
+class SovsealVectorStore(HandleOwner, VectorStore):
     """A LangChain ``VectorStore`` on sovseal: encrypted at rest, lineage-tracked, replicated as ciphertext.
 
     Each document is a sovseal record at ``langchain/<collection>/<id>``: ``page_content`` is the payload,
@@ -145,11 +145,6 @@ class SovsealVectorStore(VectorStore):
         return self._embedding
 
     @property
-    def client(self) -> Sovseal:
-        """The ``sovseal.Sovseal`` handle underneath (for anything the LangChain surface does not cover)."""
-        return self._client
-
-    @property
     def collection(self) -> str:
         return self._collection
 
@@ -162,17 +157,6 @@ class SovsealVectorStore(VectorStore):
     def branch(self) -> str:
         """The branch this store reads and writes."""
         return self._client.branch
-
-    def close(self) -> None:
-        """Close the sovseal handle if this store opened it (a handle passed as ``client=`` stays open)."""
-        if self._owns_client:
-            self._client.close()
-
-    def __enter__(self) -> Self:
-        return self
-
-    def __exit__(self, *exc: object) -> None:
-        self.close()
 
     # -- ids and records -----------------------------------------------------------------------
 

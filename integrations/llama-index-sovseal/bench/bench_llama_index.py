@@ -146,7 +146,7 @@ def main() -> None:
         if args.dir is None:
             shutil.rmtree(root, ignore_errors=True)
 
-    s, l = results["sovseal"], results["lancedb"]
+    ours, lance = results["sovseal"], results["lancedb"]
     print()
     print("| store | build (s) | nodes/s | retrieve p50 (ms) | p95 (ms) | hit@10 |")
     print("| --- | ---: | ---: | ---: | ---: | ---: |")
@@ -155,8 +155,8 @@ def main() -> None:
             f"| {name} | {r['build_s']:.1f} | {r['nodes_per_s']:.0f} | {r['p50_ms']:.1f} | {r['p95_ms']:.1f} | {r['hit@10']:.2f} |"
         )
     print()
-    print(f"build throughput sovseal/lancedb: {s['nodes_per_s'] / l['nodes_per_s']:.2f} (target >= 0.90)")
-    print(f"retrieval p50 sovseal/lancedb:    {s['p50_ms'] / l['p50_ms']:.2f} (target < 1.00)")
+    print(f"build throughput sovseal/lancedb: {ours['nodes_per_s'] / lance['nodes_per_s']:.2f} (target >= 0.90)")
+    print(f"retrieval p50 sovseal/lancedb:    {ours['p50_ms'] / lance['p50_ms']:.2f} (target < 1.00)")
     if args.json:
         args.json.write_text(json.dumps({"turns": len(nodes), "queries": len(queries), "batch": args.batch, "stores": results}, indent=1))
 

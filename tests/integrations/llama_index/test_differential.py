@@ -28,6 +28,8 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
+from sovseal import Sovseal
+from tests.fakes import fake_embed
 from tests.integrations.llama_index.conftest import INSTALLED, SKIP_REASON
 
 pytestmark = pytest.mark.skipif(not INSTALLED, reason=SKIP_REASON)
@@ -41,12 +43,12 @@ if INSTALLED:
     from llama_index.storage.chat_store.sovseal import SovsealLegacyChatStore
     from llama_index.vector_stores.sovseal import SovsealVectorStore
 
-from sovseal import Sovseal
-from tests.fakes import fake_embed
 
 BIG = "tool output line\n" * 11_765 + "é☃"  # 200,007 characters
 ODD = ["a", "a/b", "a/b/", "../up", "a.b.c", "é☃ ü", " ", "x" * 900, "chat/0"]
-ids = st.one_of(st.sampled_from(ODD), st.text(st.characters(blacklist_characters="\x00", blacklist_categories=("Cs",)), min_size=1, max_size=10))
+ids = st.one_of(
+    st.sampled_from(ODD), st.text(st.characters(blacklist_characters="\x00", blacklist_categories=("Cs",)), min_size=1, max_size=10)
+)
 texts = st.sampled_from(["", "alpha", "beta", "alpha beta", BIG])
 SETTINGS = settings(max_examples=25, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture, HealthCheck.too_slow])
 
@@ -61,16 +63,49 @@ def _node(node_id: str, text: str, doc: str, n: int, tag: str, tags: list[str]) 
     return node
 
 
-nodes = st.builds(_node, ids, texts, st.sampled_from(["d1", "d2", "d/3"]), st.integers(0, 3), st.sampled_from(["x", "y", "xy"]), st.lists(st.sampled_from(["a", "b", "c"]), max_size=3))
+nodes = st.builds(
+    _node,
+    ids,
+    texts,
+    st.sampled_from(["d1", "d2", "d/3"]),
+    st.integers(0, 3),
+    st.sampled_from(["x", "y", "xy"]),
+    st.lists(st.sampled_from(["a", "b", "c"]), max_size=3),
+)
 leaf = st.one_of(
-    st.builds(lambda v, op: MetadataFilter(key="n", value=v, operator=op), st.integers(0, 3), st.sampled_from([FilterOperator.EQ, FilterOperator.NE, FilterOperator.GT, FilterOperator.GTE, FilterOperator.LT, FilterOperator.LTE])),
-    st.builds(lambda v, op: MetadataFilter(key="n", value=v, operator=op), st.lists(st.integers(0, 3), min_size=1, max_size=2), st.sampled_from([FilterOperator.IN, FilterOperator.NIN])),
-    st.builds(lambda v, op: MetadataFilter(key="tag", value=v, operator=op), st.sampled_from(["x", "y", "X"]), st.sampled_from([FilterOperator.EQ, FilterOperator.TEXT_MATCH, FilterOperator.TEXT_MATCH_INSENSITIVE, FilterOperator.CONTAINS])),
+    st.builds(
+        lambda v, op: MetadataFilter(key="n", value=v, operator=op),
+        st.integers(0, 3),
+        st.sampled_from(
+            [FilterOperator.EQ, FilterOperator.NE, FilterOperator.GT, FilterOperator.GTE, FilterOperator.LT, FilterOperator.LTE]
+        ),
+    ),
+    st.builds(
+        lambda v, op: MetadataFilter(key="n", value=v, operator=op),
+        st.lists(st.integers(0, 3), min_size=1, max_size=2),
+        st.sampled_from([FilterOperator.IN, FilterOperator.NIN]),
+    ),
+    st.builds(
+        lambda v, op: MetadataFilter(key="tag", value=v, operator=op),
+        st.sampled_from(["x", "y", "X"]),
+        st.sampled_from([FilterOperator.EQ, FilterOperator.TEXT_MATCH, FilterOperator.TEXT_MATCH_INSENSITIVE, FilterOperator.CONTAINS]),
+    ),
     st.builds(lambda v: MetadataFilter(key="tags", value=v, operator=FilterOperator.CONTAINS), st.sampled_from(["a", "b"])),
-    st.builds(lambda v, op: MetadataFilter(key="tags", value=v, operator=op), st.lists(st.sampled_from(["a", "b", "c"]), min_size=1, max_size=2), st.sampled_from([FilterOperator.ANY, FilterOperator.ALL])),
+    st.builds(
+        lambda v, op: MetadataFilter(key="tags", value=v, operator=op),
+        st.lists(st.sampled_from(["a", "b", "c"]), min_size=1, max_size=2),
+        st.sampled_from([FilterOperator.ANY, FilterOperator.ALL]),
+    ),
     st.builds(lambda k: MetadataFilter(key=k, value=None, operator=FilterOperator.IS_EMPTY), st.sampled_from(["tags", "missing"])),
 )
-filters = st.one_of(st.none(), st.builds(lambda fs, c: MetadataFilters(filters=fs, condition=c), st.lists(leaf, min_size=1, max_size=3), st.sampled_from([FilterCondition.AND, FilterCondition.OR, FilterCondition.NOT])))
+filters = st.one_of(
+    st.none(),
+    st.builds(
+        lambda fs, c: MetadataFilters(filters=fs, condition=c),
+        st.lists(leaf, min_size=1, max_size=3),
+        st.sampled_from([FilterCondition.AND, FilterCondition.OR, FilterCondition.NOT]),
+    ),
+)
 vector_ops = st.lists(
     st.one_of(
         st.tuples(st.just("add"), st.lists(nodes, min_size=1, max_size=4, unique_by=lambda n: n.node_id)),

@@ -14,6 +14,9 @@ from pathlib import Path
 
 import pytest
 
+from sovseal import Sovseal
+from tests.erasure_scan import assert_gone, sealed_under
+from tests.fakes import fake_embed
 from tests.integrations.llama_index.conftest import INSTALLED, SKIP_REASON
 
 pytestmark = pytest.mark.skipif(not INSTALLED, reason=SKIP_REASON)
@@ -31,9 +34,6 @@ if INSTALLED:
     )
     from llama_index.vector_stores.sovseal import SovsealVectorStore
 
-from sovseal import Sovseal
-from tests.fakes import fake_embed
-from tests.erasure_scan import assert_gone, sealed_under
 
 SECRET = "the vault combination is 7351-alpha-quebec"
 #: Over 128 KiB of JSON: a descriptor record and part records.
@@ -98,7 +98,9 @@ def test_erase_ref_doc_reads_like_simple_store_delete_and_leaves_nothing_on_disk
 def test_delete_ref_doc_through_the_index_passes_erase(store_dir: Path, key: bytes, embed_model) -> None:
     with SovsealVectorStore(path=store_dir, key=key, embedder=embed_model) as store:
         documents = [Document(text=SECRET, doc_id="vault"), Document(text="the cafeteria opens at nine", doc_id="notes")]
-        index = VectorStoreIndex.from_documents(documents, storage_context=StorageContext.from_defaults(vector_store=store), embed_model=embed_model)
+        index = VectorStoreIndex.from_documents(
+            documents, storage_context=StorageContext.from_defaults(vector_store=store), embed_model=embed_model
+        )
         found = sealed_under(store.client, "llamaindex/")
         vault = [s for p, v in found.items() for s in v if store.client.get(p).metadata.get("ref_doc_id") == "vault"]
         assert vault and len(vault) < sum(len(v) for v in found.values())
@@ -183,7 +185,11 @@ async def test_async_deletes_erase(mem: Sovseal) -> None:
 def test_chat_store_erases_with_the_flag_or_per_call(mem: Sovseal, store_dir: Path, key: bytes) -> None:
     chats = SovsealChatStore(mem, erase_on_delete=True)
     asyncio_run = asyncio.run
-    asyncio_run(chats.add_messages("alice", [ChatMessage(role="user", content="my card is 4111 1111 1111 1111"), ChatMessage(role="assistant", content=BIG)]))
+    asyncio_run(
+        chats.add_messages(
+            "alice", [ChatMessage(role="user", content="my card is 4111 1111 1111 1111"), ChatMessage(role="assistant", content=BIG)]
+        )
+    )
     asyncio_run(chats.add_messages("bob", [ChatMessage(role="user", content="hello")]))
     asyncio_run(chats.archive_oldest_messages("alice", 1))  # a second version of the first message
     sealed = [s for p, v in sealed_under(mem, "llamaindex/chat/alice/").items() for s in v]

@@ -9,6 +9,10 @@ import os
 
 import pytest
 
+from sovseal import Sovseal
+from sovseal.errors import PayloadTooLargeError
+from sovseal.integration import MAX_VALUE_BYTES
+from tests.fakes import fake_embed
 from tests.integrations.llama_index.conftest import INSTALLED, SKIP_REASON
 
 pytestmark = pytest.mark.skipif(not INSTALLED, reason=SKIP_REASON)
@@ -19,11 +23,8 @@ if INSTALLED:
     from llama_index.core.vector_stores import SimpleVectorStore
     from llama_index.core.vector_stores.types import VectorStoreQuery
     from llama_index.storage.chat_store.sovseal import SovsealChatStore, SovsealLegacyChatStore
-    from llama_index.vector_stores.sovseal import SovsealVectorStore, _parts
+    from llama_index.vector_stores.sovseal import SovsealVectorStore
 
-from sovseal import Sovseal
-from sovseal.errors import PayloadTooLargeError
-from tests.fakes import fake_embed
 
 BIG = ("line of output\n" * 6_000) + ("é" * 40_000) + ("☃" * 40_000) + ("\x01\"\\" * 10_000)  # 200k characters
 
@@ -83,7 +84,7 @@ def test_a_refused_set_changes_nothing(mem) -> None:
     legacy.set_messages("k", [ChatMessage(role="user", content="keep me")])
     before = mem.snapshot()
     with pytest.raises(PayloadTooLargeError):
-        legacy.set_messages("k", [ChatMessage(role="user", content="new"), ChatMessage(role="tool", content="z" * (_parts.MAX_VALUE_BYTES + 1))])
+        legacy.set_messages("k", [ChatMessage(role="user", content="new"), ChatMessage(role="tool", content="z" * (MAX_VALUE_BYTES + 1))])
     assert mem.snapshot() == before
     assert [m.content for m in legacy.get_messages("k")] == ["keep me"]
     legacy.set_messages("k", [ChatMessage(role="user", content=BIG)])
@@ -93,5 +94,5 @@ def test_a_refused_set_changes_nothing(mem) -> None:
 def test_a_refused_add_writes_no_node(mem) -> None:
     store = SovsealVectorStore(mem, embedder=fake_embed)
     with pytest.raises(PayloadTooLargeError, match="64 MiB"):
-        store.add([TextNode(id_="ok", text=BIG), TextNode(id_="huge", text="z" * (_parts.MAX_VALUE_BYTES + 1))])
+        store.add([TextNode(id_="ok", text=BIG), TextNode(id_="huge", text="z" * (MAX_VALUE_BYTES + 1))])
     assert mem.snapshot() is None

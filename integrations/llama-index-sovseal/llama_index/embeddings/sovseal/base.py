@@ -44,7 +44,8 @@ class SovsealEmbedding(BaseEmbedding):
         threads: int | None = None,
         **kwargs: Any,
     ) -> None:
-        super().__init__(model_dir=model_dir, allow_download=allow_download, threads=threads, **kwargs)
+        # fields of this class: mypy sees the base's __init__ (no pydantic plugin)
+        super().__init__(model_dir=model_dir, allow_download=allow_download, threads=threads, **kwargs)  # type: ignore[call-arg]
         if embedder is None:
             from sovseal.embed import Embedder
 

@@ -9,24 +9,24 @@ from __future__ import annotations
 
 import asyncio
 import os
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from llama_index.core.base.base_retriever import BaseRetriever
 from llama_index.core.callbacks.base import CallbackManager
 from llama_index.core.schema import NodeWithScore, QueryBundle
 from llama_index.core.vector_stores.types import MetadataFilters
-from llama_index.vector_stores.sovseal import _sdk
+from llama_index.vector_stores.sovseal._common import open_client, top_k
 from llama_index.vector_stores.sovseal.base import node_from_memory
-from llama_index.vector_stores.sovseal.filters import plan
+from llama_index.vector_stores.sovseal.filters import scope
 
-if TYPE_CHECKING:
-    from sovseal import Sovseal
-    from sovseal.models import Memory
+from sovseal import Memory, Sovseal
+from sovseal.client import MAX_RECALL_K
+from sovseal.integration import HandleOwner
 
 LINEAGE_KEYS = ("sovseal_path", "sovseal_snapshot_id", "sovseal_type", "sovseal_created_at")
 
 
-class SovsealRetriever(BaseRetriever):
+class SovsealRetriever(HandleOwner, BaseRetriever):
     """Recall from sovseal: dense and keyword fused, lineage context, decay and reinforcement.
 
     Args:
@@ -59,9 +59,9 @@ class SovsealRetriever(BaseRetriever):
         verbose: bool = False,
     ) -> None:
         super().__init__(callback_manager=callback_manager, verbose=verbose)
-        if not isinstance(similarity_top_k, int) or not 1 <= similarity_top_k <= _sdk.MAX_RECALL_K:
-            raise ValueError(f"similarity_top_k must be an integer from 1 to {_sdk.MAX_RECALL_K}")
-        self._client, _, self._owns_client = _sdk.open_client(client, path, key, embedder, client_kwargs)
+        if not isinstance(similarity_top_k, int) or not 1 <= similarity_top_k <= MAX_RECALL_K:
+            raise ValueError(f"similarity_top_k must be an integer from 1 to {MAX_RECALL_K}")
+        self._client, _, self._owns_client = open_client(client, path, key, embedder, client_kwargs)
         self.similarity_top_k = similarity_top_k
         self.filters = filters
         self.path_prefix = path_prefix
@@ -73,16 +73,8 @@ class SovsealRetriever(BaseRetriever):
         """A retriever over one ``SovsealVectorStore`` collection, sharing its client."""
         return cls(vector_store.client, path_prefix=vector_store.path_prefix, **kwargs)
 
-    @property
-    def client(self) -> Sovseal:
-        return self._client
-
-    def close(self) -> None:
-        if self._owns_client:
-            self._client.close()
-
     def _node(self, memory: Memory) -> NodeWithScore:
-        node = node_from_memory(memory, self._client)
+        node = node_from_memory(memory, self._client, branch=self.branch)
         if self.include_lineage:
             node.metadata.update(
                 sovseal_path=memory.path,
@@ -95,10 +87,8 @@ class SovsealRetriever(BaseRetriever):
         return NodeWithScore(node=node, score=memory.score)
 
     def _retrieve(self, query_bundle: QueryBundle) -> list[NodeWithScore]:
-        text = query_bundle.query_str
-        p = plan(self.path_prefix, self.filters)
-        branch = self.branch
-        found = _sdk.search(lambda n, f: self._client.recall(text, k=n, filter=f, branch=branch), self.similarity_top_k, p)
+        where = scope(self.path_prefix, self.filters)
+        found = self._client.recall(query_bundle.query_str, k=top_k(self.similarity_top_k), filter=where, branch=self.branch)
         return [self._node(m) for m in found]
 
     async def _aretrieve(self, query_bundle: QueryBundle) -> list[NodeWithScore]:

@@ -8,8 +8,8 @@ like any other memory; re-adding a node id stores a new snapshot on the same pat
 
 sovseal embeds every record itself, on-device, with the store's embedder: the ``embedding`` LlamaIndex
 puts on a node is not used unless ``use_node_embeddings=True`` says it came from that same embedder
-(use ``SovsealEmbedding`` as ``embed_model`` so no text leaves the machine). Queries therefore need the query *text*; ``is_embedding_query`` is False
-so LlamaIndex does not embed queries for nothing.
+(use ``SovsealEmbedding`` as ``embed_model`` so no text leaves the machine). Queries therefore need
+the query *text*; ``is_embedding_query`` is False so LlamaIndex does not embed queries for nothing.
 """
 
 from __future__ import annotations
@@ -17,7 +17,7 @@ from __future__ import annotations
 import asyncio
 import os
 from collections.abc import Sequence
-from typing import TYPE_CHECKING, Any, Self
+from typing import Any
 
 import numpy as np
 from llama_index.core.bridge.pydantic import Field, PrivateAttr
@@ -31,36 +31,30 @@ from llama_index.core.vector_stores.types import (
 )
 from llama_index.core.vector_stores.utils import metadata_dict_to_node, node_to_metadata_dict
 
-from . import _parts, _sdk
-from .filters import Plan, plan
+from sovseal import LogEntry, Memory, Sovseal, VerifyReport
+from sovseal.integration import HandleOwner, as_text, deletion, erase_records, index_text
 
-if TYPE_CHECKING:
-    from sovseal import Sovseal
-    from sovseal.models import LogEntry, Memory, VerifyReport
+from ._common import PARTS, Queries, open_client, top_k
+from .filters import scope
 
 #: Modes answered by sovseal's recall (hybrid dense + keyword, lineage context, decay, reinforcement).
 _RECALL_MODES = (VectorStoreQueryMode.DEFAULT, VectorStoreQueryMode.HYBRID, VectorStoreQueryMode.SEMANTIC_HYBRID)
 DEFAULT_MMR_PREFETCH = 4
 
 
-def node_from_memory(memory: Memory, client: Sovseal | None = None) -> BaseNode:
+def node_from_memory(memory: Memory, client: Sovseal | None = None, *, branch: str | None = None) -> BaseNode:
     """The LlamaIndex node a sovseal memory holds: the stored node for records the vector store
     wrote, else a ``TextNode`` whose id is the path and whose metadata is the memory's metadata.
 
-    With ``client``, a text stored in part records is read back whole."""
-    payload = _sdk.read_payload(client, memory)
-    if isinstance(payload, str):
-        text = payload
-    else:
-        import json
-
-        text = json.dumps(payload, ensure_ascii=False, sort_keys=True)
+    With ``client``, a text stored in part records is read back whole (from ``branch``, the one it
+    was recalled from; default the client's)."""
+    text = as_text(memory.payload if client is None else PARTS.read(client, memory, branch=branch))
     if "_node_content" in memory.metadata:
         return metadata_dict_to_node(dict(memory.metadata), text=text)
     return TextNode(id_=memory.path, text=text, metadata=dict(memory.metadata))
 
 
-class SovsealVectorStore(BasePydanticVectorStore):
+class SovsealVectorStore(HandleOwner, BasePydanticVectorStore):
     """A LlamaIndex vector store on sovseal: encrypted at rest, lineage-tracked, local-first.
 
     Args:
@@ -109,7 +103,7 @@ class SovsealVectorStore(BasePydanticVectorStore):
         "(only when embed_model is the store's own embedder, e.g. SovsealEmbedding).",
     )
 
-    _client: Any = PrivateAttr()
+    _client: Sovseal = PrivateAttr()
     _queries: Any = PrivateAttr()
     _owns_client: bool = PrivateAttr(default=False)
 
@@ -131,60 +125,42 @@ class SovsealVectorStore(BasePydanticVectorStore):
         if memory_type not in ("episodic", "semantic", "procedural"):
             raise ValueError(f"memory_type must be episodic, semantic or procedural; got {memory_type!r}")
         prefix = path_prefix if path_prefix is not None else f"llamaindex/{collection}/"
-        super().__init__(collection=collection, path_prefix=prefix, memory_type=memory_type, **kwargs)
-        self._client, fn, self._owns_client = _sdk.open_client(client, path, key, embedder, client_kwargs)
-        self._queries = _sdk.Queries(fn)
+        # fields of this class: mypy sees the base's __init__ (no pydantic plugin)
+        super().__init__(collection=collection, path_prefix=prefix, memory_type=memory_type, **kwargs)  # type: ignore[call-arg]
+        self._client, fn, self._owns_client = open_client(client, path, key, embedder, client_kwargs)
+        self._queries = Queries(fn)
 
     @classmethod
     def class_name(cls) -> str:
         return "SovsealVectorStore"
-
-    @property
-    def client(self) -> Sovseal:
-        """The ``sovseal.Sovseal`` handle behind the store."""
-        return self._client
-
-    def close(self) -> None:
-        """Close the sovseal handle if this store opened it."""
-        if self._owns_client:
-            self._client.close()
-
-    def __enter__(self) -> Self:
-        return self
-
-    def __exit__(self, *exc: object) -> None:
-        self.close()
 
     # -- mapping -------------------------------------------------------------------------------
 
     def _path(self, node_id: str) -> str:
         return f"{self.path_prefix}{node_id}"
 
-    def _item(self, node: BaseNode) -> dict[str, Any]:
+    def _item(self, node: BaseNode) -> tuple[dict[str, Any], list[dict[str, Any]]]:
         metadata = node_to_metadata_dict(node, remove_text=True, flat_metadata=self.flat_metadata)
         content = node.get_content(metadata_mode=MetadataMode.NONE)
         path = self._path(node.node_id)
-        payload, parts = _parts.pack(path, content, _sdk.PARTS_ROOT, where=f"the text of node {node.node_id!r}", group=self.path_prefix)
+        payload, parts = PARTS.pack(path, content, where=f"the text of node {node.node_id!r}", group=self.path_prefix)
         return {
             "path": path,
             "payload": payload,
             "metadata": metadata,
             "type": self.memory_type,
             # embed and match the node's text alone, not its generated path ("" too, as " ")
-            "text": _parts.index_text(content),
+            "text": index_text(content),
         }, parts
 
-    def _plan(
+    def _scope(
         self,
         filters: MetadataFilters | dict[str, Any] | None = None,
         node_ids: Sequence[str] | None = None,
         doc_ids: Sequence[str] | None = None,
-    ) -> Plan:
+    ) -> dict[str, Any]:
         paths = None if node_ids is None else [self._path(i) for i in node_ids]
-        return plan(self.path_prefix, filters, paths=paths, doc_ids=None if doc_ids is None else list(doc_ids))
-
-    def _find(self, p: Plan) -> list[Memory]:
-        return _sdk.find(self._client, p, prefix=self.path_prefix)
+        return scope(self.path_prefix, filters, paths=paths, doc_ids=None if doc_ids is None else list(doc_ids))
 
     # -- writes --------------------------------------------------------------------------------
 
@@ -197,36 +173,27 @@ class SovsealVectorStore(BasePydanticVectorStore):
         if self.use_node_embeddings and nodes and all(node.embedding is not None for node in nodes):
             rows = np.asarray([node.embedding for node in nodes], dtype=np.float32)
             vectors = np.concatenate([np.zeros((len(parts), rows.shape[1]), dtype=np.float32), rows]) if parts else rows
+        if not items:
+            return []
         old = [m for m in (self._client.get(item["path"]) for item in items) if m is not None]
-        _sdk.store_many(self._client, [*parts, *items], vectors)  # one durable batch: all nodes or none
-        _sdk.drop_parts(self._client, [m.payload for m in old], [item["payload"] for item in items])
+        self._client.store_many([*parts, *items], vectors=vectors)  # one durable batch: all nodes or none
+        PARTS.drop(self._client, [m.payload for m in old], [item["payload"] for item in items])
         return [node.node_id for node in nodes]
 
     async def async_add(self, nodes: Sequence[BaseNode], **kwargs: Any) -> list[str]:
         return await asyncio.to_thread(self.add, nodes, **kwargs)
 
-    def _erasing(self, delete_kwargs: dict[str, Any]) -> tuple[bool, str]:
-        """(erase?, reason) from a delete's keywords; any other keyword is refused."""
-        kwargs = dict(delete_kwargs)
-        erase = _sdk.erase_flag(kwargs.pop("erase", None), self.erase_on_delete)
-        reason = kwargs.pop("reason", None)
-        if kwargs:
-            raise TypeError(f"unexpected arguments: {', '.join(sorted(kwargs))}")
-        if reason is not None and not erase:
-            raise TypeError("reason= goes with erase=True: a plain delete keeps the history and records no reason")
-        return erase, reason or ""
-
     def _remove(self, found: list[Memory], erase: bool, reason: str, paths: Sequence[str] = ()) -> None:
         if erase:
-            _sdk.erase_records(self._client, found, self.path_prefix, paths=paths, reason=reason)
+            erase_records(self._client, PARTS, found, self.path_prefix, paths=paths, reason=reason)
         else:
-            _sdk.delete_with_parts(self._client, found)
+            PARTS.delete(self._client, found)
 
     def delete(self, ref_doc_id: str, **delete_kwargs: Any) -> None:
         """Delete every node of the source document ``ref_doc_id``: tombstones (history stays), or
         with ``erase=True`` (or ``erase_on_delete``) an erasure of every version of each node."""
-        erase, reason = self._erasing(delete_kwargs)
-        self._remove(self._find(self._plan(doc_ids=[ref_doc_id])), erase, reason)
+        erase, reason = deletion(delete_kwargs, self.erase_on_delete)
+        self._remove(self._client.find(self._scope(doc_ids=[ref_doc_id])), erase, reason)
 
     async def adelete(self, ref_doc_id: str, **delete_kwargs: Any) -> None:
         await asyncio.to_thread(self.delete, ref_doc_id, **delete_kwargs)
@@ -241,12 +208,12 @@ class SovsealVectorStore(BasePydanticVectorStore):
 
         ``erase=True`` (or ``erase_on_delete``) erases them instead; with ``node_ids`` alone, a node
         an earlier plain delete removed is erased too."""
-        erase, reason = self._erasing(delete_kwargs)
+        erase, reason = deletion(delete_kwargs, self.erase_on_delete)
         if node_ids is None and filters is None:
             raise ValueError("delete_nodes needs node_ids or filters; clear() deletes every node of the collection")
         if node_ids is not None and not node_ids:
             return
-        found = self._find(self._plan(filters, node_ids=node_ids))
+        found = self._client.find(self._scope(filters, node_ids=node_ids))
         paths = [self._path(i) for i in node_ids] if erase and node_ids is not None and filters is None else []
         self._remove(found, erase, reason, paths)
 
@@ -261,7 +228,7 @@ class SovsealVectorStore(BasePydanticVectorStore):
     def clear(self) -> None:
         """Delete every node of this collection (the lineage keeps them: ``rollback`` brings them back).
         With ``erase_on_delete`` every node the collection shows is erased instead."""
-        self._remove(self._find(self._plan()), self.erase_on_delete, "")
+        self._remove(self._client.find(self._scope()), self.erase_on_delete, "")
 
     async def aclear(self) -> None:
         await asyncio.to_thread(self.clear)
@@ -276,7 +243,7 @@ class SovsealVectorStore(BasePydanticVectorStore):
         """The nodes with these ids (in that order) and/or matching these filters (else all, by id)."""
         if node_ids is not None and not node_ids:
             return []
-        found = self._find(self._plan(filters, node_ids=node_ids))
+        found = self._client.find(self._scope(filters, node_ids=node_ids))
         nodes = [node_from_memory(m, self._client) for m in found]
         if node_ids is not None:
             rank = {node_id: i for i, node_id in enumerate(node_ids)}
@@ -305,18 +272,17 @@ class SovsealVectorStore(BasePydanticVectorStore):
         """
         mode = VectorStoreQueryMode(query.mode)
         # VectorStoreIndex passes node_ids=[] for stores that keep the text: empty means "no restriction".
-        p = self._plan(query.filters, node_ids=query.node_ids or None, doc_ids=query.doc_ids or None)
+        where = self._scope(query.filters, node_ids=query.node_ids or None, doc_ids=query.doc_ids or None)
         k = query.similarity_top_k
         if mode == VectorStoreQueryMode.HYBRID and query.hybrid_top_k:
             k = query.hybrid_top_k
         if mode == VectorStoreQueryMode.MMR:
             threshold = query.mmr_threshold if query.mmr_threshold is not None else kwargs.get("mmr_threshold")
-            found = self._mmr(query, k, p, threshold)
+            found = self._mmr(query, k, where, threshold)
         elif mode in _RECALL_MODES and query.query_str:
-            text = query.query_str
-            found = _sdk.search(lambda n, f: self._client.recall(text, k=n, filter=f), k, p)
+            found = self._client.recall(query.query_str, k=top_k(k), filter=where)
         elif mode in _RECALL_MODES and query.query_embedding is not None:
-            found = self._dense(np.asarray(query.query_embedding, dtype=np.float32), k, p)
+            found = self._client.recall_by_vector(query.query_embedding, k=top_k(k), filter=where)
         elif mode in _RECALL_MODES:
             raise ValueError("a sovseal query needs query_str (or query_embedding from the store's embedder)")
         else:
@@ -331,22 +297,19 @@ class SovsealVectorStore(BasePydanticVectorStore):
     async def aquery(self, query: VectorStoreQuery, **kwargs: Any) -> VectorStoreQueryResult:
         return await asyncio.to_thread(self.query, query, **kwargs)
 
-    def _dense(self, vector: np.ndarray, k: int, p: Plan) -> list[Memory]:
-        return _sdk.search(lambda n, f: self._client.recall_by_vector(vector, k=n, filter=f), k, p)
-
-    def _mmr(self, query: VectorStoreQuery, k: int, p: Plan, threshold: float | None) -> list[Memory]:
+    def _mmr(self, query: VectorStoreQuery, k: int, where: dict[str, Any], threshold: float | None) -> list[Memory]:
         from dataclasses import replace
 
         from llama_index.core.indices.query.embedding_utils import get_top_k_mmr_embeddings
 
-        prefetch = min(k * self.mmr_prefetch_factor, _sdk.MAX_RECALL_K)
+        prefetch = top_k(k * self.mmr_prefetch_factor)
         if query.query_str:
             vector = self._queries.query(query.query_str)
         elif query.query_embedding is not None:
             vector = np.asarray(query.query_embedding, dtype=np.float32)
         else:
             raise ValueError("an MMR query needs query_str or query_embedding")
-        candidates = self._dense(vector, prefetch, p)
+        candidates = self._client.recall_by_vector(vector, k=prefetch, filter=where)
         if not candidates:
             return []
         texts = [node_from_memory(m, self._client).get_content(metadata_mode=MetadataMode.NONE) for m in candidates]

@@ -16,16 +16,13 @@ LlamaIndex                  meaning on a record's metadata value v      sovseal 
 ``text_match_insensitive``  the same, ignoring case                     ``$isubstring``
 ==========================  =========================================  ==============================
 
-A missing field matches only ``!=``, ``nin`` and ``is_empty`` (as in LlamaIndex's own stores). There
-is one evaluator: sovseal's (``sovseal.recall.filters``). Recall applies it inside the search; a scan
-of records already in hand (``get_nodes``, deletes, the chat store) applies the same parsed filter
-with ``sovseal.recall.filters.evaluate``.
+A missing field matches only ``!=``, ``nin`` and ``is_empty`` (as in LlamaIndex's own stores). This
+module only translates: there is one evaluator, sovseal's (``sovseal.recall.filters``), applied by
+recall inside the search and by ``Sovseal.find`` for scans (``get_nodes``, deletes, the chat store).
 """
 
 from __future__ import annotations
 
-from collections.abc import Mapping
-from dataclasses import dataclass, field
 from typing import Any
 
 from llama_index.core.vector_stores.types import (
@@ -34,9 +31,6 @@ from llama_index.core.vector_stores.types import (
     MetadataFilter,
     MetadataFilters,
 )
-
-from sovseal.recall import parse_filter
-from sovseal.recall.filters import Filter, evaluate
 
 _OPERATORS = {
     FilterOperator.EQ: "$eq",
@@ -58,7 +52,7 @@ _LISTS = (FilterOperator.IN, FilterOperator.NIN, FilterOperator.ANY, FilterOpera
 
 def _leaf(f: MetadataFilter) -> dict[str, Any]:
     op = FilterOperator(f.operator)
-    value = f.value
+    value: Any = f.value
     if op == FilterOperator.IS_EMPTY:
         return {
             "$or": [
@@ -104,48 +98,20 @@ def translate(filters: MetadataFilters | MetadataFilter) -> dict[str, Any] | Non
     return _combine(condition, parts) if parts else None
 
 
-#: The name earlier releases used for :func:`translate`.
-exact = translate
-
-
 def _never() -> dict[str, Any]:
     return {"$not": {"path_prefix": ""}}
 
 
-def matches(filters: MetadataFilters | MetadataFilter, metadata: Mapping[str, Any]) -> bool:
-    """Does ``metadata`` satisfy ``filters``? The translation, evaluated by sovseal's evaluator."""
-    spec = translate(filters)
-    tree = parse_filter({"metadata": {}} if spec is None else spec)
-    return evaluate(tree, path="", type="semantic", provenance="explicit", metadata=dict(metadata))
-
-
-# -- the plan a search or a scan follows -----------------------------------------------------------
-
-
-@dataclass(frozen=True)
-class Plan:
-    """What to send to sovseal's recall (``sdk``), and the same filter parsed for scans."""
-
-    sdk: dict[str, Any]
-    tree: Filter | None = field(default=None, compare=False)
-    #: Always None: every LlamaIndex operator is evaluated by sovseal (kept for callers of earlier releases).
-    post: None = None
-
-    def matches(self, memory: Any) -> bool:
-        """Does a ``sovseal.Memory`` match? (sovseal's own evaluator.)"""
-        return evaluate(self.tree, path=memory.path, type=memory.type, provenance=memory.provenance, metadata=memory.metadata)
-
-
-def plan(
+def scope(
     path_prefix: str,
     filters: MetadataFilters | dict[str, Any] | None = None,
     *,
     paths: list[str] | None = None,
     doc_ids: list[str] | None = None,
-) -> Plan:
+) -> dict[str, Any]:
     """The sovseal filter for records under ``path_prefix`` matching ``filters`` (LlamaIndex
     ``MetadataFilters``, or a sovseal filter dict passed through as is), ``paths`` and ``doc_ids``.
-    Raises ``ValueError`` (sovseal's ``InvalidInputError``) for a filter sovseal refuses."""
+    sovseal refuses a filter it cannot evaluate with ``InvalidInputError`` (a ``ValueError``)."""
     parts: list[dict[str, Any]] = [{"path_prefix": path_prefix}] if path_prefix else []
     if paths is not None:
         parts.append({"path": {"$in": list(paths)}})
@@ -153,14 +119,8 @@ def plan(
         parts.append({"metadata": {"ref_doc_id": {"$in": list(doc_ids)}}})
     if isinstance(filters, dict):
         parts.append(filters)
-    elif filters is not None and filters.filters:
-        spec = translate(filters)
-        if spec is not None:
-            parts.append(spec)
-    sdk = {"path_prefix": ""} if not parts else parts[0] if len(parts) == 1 else {"$and": parts}
-    return Plan(sdk, parse_filter(sdk))
-
-
-def matches_sdk(spec: Mapping[str, Any], memory: Any) -> bool:
-    """Does a ``sovseal.Memory`` match the sovseal filter ``spec``? (sovseal's own evaluator.)"""
-    return evaluate(parse_filter(dict(spec)), path=memory.path, type=memory.type, provenance=memory.provenance, metadata=memory.metadata)
+    elif filters is not None and (spec := translate(filters)) is not None:
+        parts.append(spec)
+    if not parts:
+        return {"path_prefix": ""}
+    return parts[0] if len(parts) == 1 else {"$and": parts}

@@ -32,21 +32,18 @@ from __future__ import annotations
 import asyncio
 import os
 import threading
-import time
 from collections.abc import Callable
-from typing import TYPE_CHECKING, Any, Self
+from typing import Any
 from urllib.parse import quote
 
 from llama_index.core.base.llms.types import ChatMessage
-from llama_index.core.bridge.pydantic import Field, PrivateAttr
+from llama_index.core.bridge.pydantic import BaseModel, Field, PrivateAttr
 from llama_index.core.storage.chat_store.base import BaseChatStore
 from llama_index.core.storage.chat_store.base_db import AsyncDBChatStore, MessageStatus
-from llama_index.vector_stores.sovseal import _parts, _sdk
-from llama_index.vector_stores.sovseal.filters import plan
+from llama_index.vector_stores.sovseal._common import PARTS, open_client
 
-if TYPE_CHECKING:
-    from sovseal import Sovseal
-    from sovseal.models import Memory
+from sovseal import Memory, Sovseal
+from sovseal.integration import HandleOwner, batch_id, descriptor, erase_flag, erase_records, index_text
 
 DEFAULT_PREFIX = "llamaindex/chat/"
 
@@ -70,12 +67,11 @@ class _Chats:
         where = {"metadata": {"chat_key": key}}
         if status is not None:
             where["metadata"]["status"] = MessageStatus(status).value
-        found = _sdk.find(self.client, plan(kp, where), prefix=kp)
-        return sorted(found, key=_order)
+        return sorted(self.client.find({"$and": [{"path_prefix": kp}, where]}), key=_order)
 
     def message(self, memory: Memory) -> ChatMessage:
         """The message a record holds (a message over 128 KiB of JSON is read back from its parts)."""
-        return ChatMessage.model_validate(_sdk.read_payload(self.client, memory))
+        return ChatMessage.model_validate(PARTS.read(self.client, memory))
 
     def messages(
         self, key: str, status: MessageStatus | None = MessageStatus.ACTIVE, limit: int | None = None, offset: int | None = None
@@ -91,14 +87,12 @@ class _Chats:
     def _items(self, key: str, first_seq: int, messages: list[ChatMessage], status: MessageStatus) -> list[dict[str, Any]]:
         """The records of ``messages`` (and, first, the part records of any over 128 KiB of JSON)."""
         kp = self._key_prefix(key)
-        batch = f"{time.time_ns():016x}{os.urandom(4).hex()}"  # unique, and concurrent batches sort by time
+        batch = batch_id()  # unique, and concurrent batches sort by time
         parts: list[dict[str, Any]] = []
         items: list[dict[str, Any]] = []
         for seq, message in enumerate(messages, first_seq):
             path = f"{kp}{seq:012d}.{batch}"
-            payload, message_parts = _parts.pack(
-                path, message.model_dump(mode="json"), _sdk.PARTS_ROOT, where=f"message {seq} of {key!r}", group=kp
-            )
+            payload, message_parts = PARTS.pack(path, message.model_dump(mode="json"), where=f"message {seq} of {key!r}", group=kp)
             item = {
                 "path": path,
                 "payload": payload,
@@ -113,17 +107,17 @@ class _Chats:
                 "type": "episodic",
             }
             if message_parts:  # recall would otherwise index the descriptor: index the message's start
-                item["text"] = _parts.index_text(f"{message.role.value}: {message.content or ''}")
+                item["text"] = _recall_text(message)
             parts.extend(message_parts)
             items.append(item)
         return [*parts, *items]
 
     def remove(self, key: str, recs: list[Memory], erase: bool | None) -> None:
         """Delete these records of ``key``: tombstones, or an erasure (``erase``, default the store's flag)."""
-        if _sdk.erase_flag(erase, self.erase()):
-            _sdk.erase_records(self.client, recs, self._key_prefix(key))
+        if erase_flag(erase, self.erase()):
+            erase_records(self.client, PARTS, recs, self._key_prefix(key))
         else:
-            _sdk.delete_with_parts(self.client, recs)
+            PARTS.delete(self.client, recs)
 
     def add(self, key: str, messages: list[ChatMessage], status: MessageStatus = MessageStatus.ACTIVE) -> None:
         """Append ``messages`` with one ``Sovseal.store_many``: all of them, or none if one is refused."""
@@ -132,14 +126,15 @@ class _Chats:
         with self.lock:
             recs = self.records(key)
             first = max(m.metadata["seq"] for m in recs) + 1 if recs else 0
-            _sdk.store_many(self.client, self._items(key, first, list(messages), status))
+            self.client.store_many(self._items(key, first, list(messages), status))
 
     def set(self, key: str, messages: list[ChatMessage], status: MessageStatus = MessageStatus.ACTIVE, erase: bool | None = None) -> None:
         """Replace the key's messages: the new ones are stored first (one ``store_many``; a refused
         message changes nothing), then the old ones are deleted (or erased)."""
         with self.lock:
             old = self.records(key)
-            _sdk.store_many(self.client, self._items(key, 0, list(messages), status))
+            if messages:
+                self.client.store_many(self._items(key, 0, list(messages), status))
             self.remove(key, old, erase)
 
     def delete(self, key: str, status: MessageStatus | None = None, erase: bool | None = None) -> list[ChatMessage]:
@@ -177,18 +172,20 @@ class _Chats:
                 messages = [self.message(m) for m in recs]
                 items = []
                 for m, message in zip(recs, messages, strict=True):
-                    item = {"path": m.path, "payload": m.payload, "metadata": {**m.metadata, "status": MessageStatus.ARCHIVED.value}, "type": m.type}
-                    if _parts.descriptor(m.payload) is not None:  # the same recall text as when it was added
-                        item["text"] = _parts.index_text(f"{message.role.value}: {message.content or ''}")
+                    archived = {**m.metadata, "status": MessageStatus.ARCHIVED.value}
+                    item = {"path": m.path, "payload": m.payload, "metadata": archived, "type": m.type}
+                    if descriptor(m.payload) is not None:  # the same recall text as when it was added
+                        item["text"] = _recall_text(message)
                     items.append(item)
-                _sdk.store_many(self.client, items)  # one durable batch
+                if items:
+                    self.client.store_many(items)  # one durable batch
                 return messages
             messages = [self.message(m) for m in recs]
             self.remove(key, recs, erase)
             return messages
 
     def keys(self) -> list[str]:
-        found = _sdk.find(self.client, plan(self.prefix, None), prefix=self.prefix)
+        found = self.client.find({"path_prefix": self.prefix})
         return sorted({m.metadata["chat_key"] for m in found if "chat_key" in m.metadata})
 
 
@@ -198,29 +195,20 @@ def _order(memory: Memory) -> tuple[int, str, int]:
     return (meta.get("base", meta["seq"]), meta.get("batch", ""), meta["seq"])
 
 
-def _open(client: Any, path: Any, key: Any, embedder: Any, client_kwargs: Any) -> tuple[Any, bool]:
-    opened, _, owns = _sdk.open_client(client, path, key, embedder, client_kwargs)
-    return opened, owns
+def _recall_text(message: ChatMessage) -> str:
+    """What recall indexes of a message stored in parts (else it would index the descriptor)."""
+    return index_text(f"{message.role.value}: {message.content or ''}")
 
 
-class SovsealChatStore(AsyncDBChatStore):
-    """``AsyncDBChatStore`` on sovseal, for ``Memory.from_defaults(chat_store=...)``.
-
-    Args:
-        client: an open ``sovseal.Sovseal`` (shared), else one opened at ``path`` with ``key``.
-        prefix: where the chats live in the store (default ``llamaindex/chat/``).
-        embedder: the embedder of a client opened here (messages are embedded on-device, so
-            sovseal's recall finds them too).
-        erase_on_delete: every delete erases (``Sovseal.purge``) instead of appending tombstones.
-            Default False: a delete is cheap and reversible; each delete method also takes
-            ``erase=True`` / ``erase=False`` for one call.
-    """
+class _OnSovseal(HandleOwner, BaseModel):
+    """What both chat stores share: their fields, the handle and the chats on it."""
 
     prefix: str = Field(default=DEFAULT_PREFIX, description="The path prefix of the chat records.")
     erase_on_delete: bool = Field(default=False, description="Deletes erase (Sovseal.purge) instead of appending tombstones.")
 
-    _chats: _Chats = PrivateAttr()
+    _client: Sovseal = PrivateAttr()
     _owns_client: bool = PrivateAttr(default=False)
+    _chats: _Chats = PrivateAttr()
 
     def __init__(
         self,
@@ -234,27 +222,26 @@ class SovsealChatStore(AsyncDBChatStore):
         **kwargs: Any,
     ) -> None:
         super().__init__(prefix=prefix, **kwargs)
-        opened, self._owns_client = _open(client, path, key, embedder, client_kwargs)
-        self._chats = _Chats(opened, prefix, lambda: self.erase_on_delete)
+        self._client, _, self._owns_client = open_client(client, path, key, embedder, client_kwargs)
+        self._chats = _Chats(self._client, prefix, lambda: self.erase_on_delete)
+
+
+class SovsealChatStore(_OnSovseal, AsyncDBChatStore):
+    """``AsyncDBChatStore`` on sovseal, for ``Memory.from_defaults(chat_store=...)``.
+
+    Args:
+        client: an open ``sovseal.Sovseal`` (shared), else one opened at ``path`` with ``key``.
+        prefix: where the chats live in the store (default ``llamaindex/chat/``).
+        embedder: the embedder of a client opened here (messages are embedded on-device, so
+            sovseal's recall finds them too).
+        erase_on_delete: every delete erases (``Sovseal.purge``) instead of appending tombstones.
+            Default False: a delete is cheap and reversible; each delete method also takes
+            ``erase=True`` / ``erase=False`` for one call.
+    """
 
     @classmethod
     def class_name(cls) -> str:
         return "SovsealChatStore"
-
-    @property
-    def client(self) -> Sovseal:
-        return self._chats.client
-
-    def close(self) -> None:
-        """Close the sovseal handle if this store opened it."""
-        if self._owns_client:
-            self._chats.client.close()
-
-    def __enter__(self) -> Self:
-        return self
-
-    def __exit__(self, *exc: object) -> None:
-        self.close()
 
     async def get_messages(
         self,
@@ -301,51 +288,15 @@ class SovsealChatStore(AsyncDBChatStore):
         return await asyncio.to_thread(self._chats.keys)
 
 
-class SovsealLegacyChatStore(BaseChatStore):
+class SovsealLegacyChatStore(_OnSovseal, BaseChatStore):
     """The older ``BaseChatStore`` interface (``ChatMemoryBuffer.from_defaults(chat_store=...)``) on
     the same records as :class:`SovsealChatStore`: a key's messages are all of its messages, in order,
     and ``idx`` is a position in that list. ``erase_on_delete=True`` makes its deletes erase, as
     for :class:`SovsealChatStore`."""
 
-    prefix: str = Field(default=DEFAULT_PREFIX, description="The path prefix of the chat records.")
-    erase_on_delete: bool = Field(default=False, description="Deletes erase (Sovseal.purge) instead of appending tombstones.")
-
-    _chats: _Chats = PrivateAttr()
-    _owns_client: bool = PrivateAttr(default=False)
-
-    def __init__(
-        self,
-        client: Sovseal | None = None,
-        *,
-        path: str | os.PathLike[str] | None = None,
-        key: bytes | str | None = None,
-        embedder: Any = None,
-        prefix: str = DEFAULT_PREFIX,
-        client_kwargs: dict[str, Any] | None = None,
-        **kwargs: Any,
-    ) -> None:
-        super().__init__(prefix=prefix, **kwargs)
-        opened, self._owns_client = _open(client, path, key, embedder, client_kwargs)
-        self._chats = _Chats(opened, prefix, lambda: self.erase_on_delete)
-
     @classmethod
     def class_name(cls) -> str:
         return "SovsealLegacyChatStore"
-
-    @property
-    def client(self) -> Sovseal:
-        return self._chats.client
-
-    def close(self) -> None:
-        """Close the sovseal handle if this store opened it."""
-        if self._owns_client:
-            self._chats.client.close()
-
-    def __enter__(self) -> Self:
-        return self
-
-    def __exit__(self, *exc: object) -> None:
-        self.close()
 
     def set_messages(self, key: str, messages: list[ChatMessage], *, erase: bool | None = None) -> None:
         self._chats.set(key, list(messages), erase=erase)
