@@ -8,7 +8,8 @@ from datetime import date
 from typing import TYPE_CHECKING, Any
 
 from .errors import ConsolidationError
-from .records import RUNS, Step, apply_step, put, system_value
+from .layout import RUNS
+from .records import Step, apply_step, put, system_value
 
 if TYPE_CHECKING:
     from ..client import Sovseal

@@ -27,7 +27,8 @@ from typing import TYPE_CHECKING
 from ..models import Memory
 from ..recall.params import RecallParams
 from .context import Context
-from .records import RETENTION, Step, Write, memories, plan_store, system_value
+from .layout import RETENTION
+from .records import Step, Write, memories, plan_store, system_value
 
 if TYPE_CHECKING:
     from ..client import Sovseal

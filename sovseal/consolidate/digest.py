@@ -11,8 +11,9 @@ from __future__ import annotations
 import json
 
 from .context import Context
+from .layout import MARK, digest_of
 from .model import DigestAnswer, ask
-from .records import MARK, Step, Value, digest_of, memories, memory_text, plan_store
+from .records import Step, Value, memories, memory_text, plan_store
 
 NAME = "digest"
 MAX_EPISODES = 200

@@ -13,8 +13,9 @@ from ..entries import validate_path
 from ..errors import InvalidInputError
 from ..models import Memory
 from .context import Context
+from .layout import MARK, RESERVED, digest_of, is_system
 from .model import PromotionAnswer, ask, invalid
-from .records import MARK, RESERVED, Step, Value, Write, digest_of, is_system, memories, memory_text, plan_reinforce, plan_store, steps
+from .records import Step, Value, Write, memories, memory_text, plan_reinforce, plan_store, steps
 
 NAME = "promotion"
 #: Known semantic memories shown to the model per batch (the nearest to the batch's episodes).

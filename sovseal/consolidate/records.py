@@ -1,7 +1,8 @@
-"""Where consolidation keeps its own records, and how a step's writes are planned and applied.
+"""Consolidation's own records, and how a step's writes are planned and applied.
 
-Every record lives under ``_sovseal/consolidation/`` and is stored with ``index=False``: sealed,
-in the lineage and replicated like any memory, but never embedded and never ranked by recall.
+Every record lives under ``_sovseal/consolidation/`` (the paths: :mod:`.layout`) and is stored
+with ``index=False``: sealed, in the lineage and replicated like any memory, but never embedded
+and never ranked by recall.
 
 A *step* is the unit of work and of crash safety (a promotion batch, a graph batch, the digest,
 one retention shard). It is written twice: ``planned`` (the validated writes, each with the value
@@ -13,38 +14,20 @@ prior values in the plan are what :mod:`.rollback` restores.
 
 from __future__ import annotations
 
-import hashlib
 import json
-from collections.abc import Iterable
 from dataclasses import dataclass
 from datetime import UTC, datetime
 from typing import TYPE_CHECKING, Any
+
+from .layout import MARK, STEPS, is_system
 
 if TYPE_CHECKING:
     from ..client import Sovseal
     from ..models import Memory
 
-#: Paths under this are sovseal's own: a model may never name one.
-RESERVED = "_sovseal/"
-PREFIX = RESERVED + "consolidation/"
-RUNS = PREFIX + "runs/"
-STEPS = PREFIX + "steps/"
-GRAPH = PREFIX + "graph/"
-RETENTION = PREFIX + "retention/"
-#: metadata["sovseal_consolidation"] of the memories consolidation writes for recall (digests, facts).
-MARK = "sovseal_consolidation"
-
-
-def digest_of(items: Iterable[str], n: int = 16) -> str:
-    return hashlib.sha256("\n".join(items).encode()).hexdigest()[:n]
-
 
 def now_iso() -> str:
     return datetime.now(UTC).isoformat(timespec="microseconds")
-
-
-def is_system(path: str) -> bool:
-    return path.startswith(PREFIX)
 
 
 @dataclass(frozen=True)

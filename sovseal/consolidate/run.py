@@ -15,18 +15,19 @@ from datetime import UTC, date, datetime
 from typing import TYPE_CHECKING, Any
 
 from ..errors import InvalidInputError
-from . import decay, digest, graph, promotion
+from . import decay, digest, graph_pass, promotion
 from .context import Context
 from .errors import ConsolidationError
+from .layout import RUNS, is_system
 from .model import check_model
-from .records import RUNS, Step, Value, apply_step, is_system, now_iso, put, steps, system_records, system_value
+from .records import Step, Value, apply_step, now_iso, put, steps, system_records, system_value
 
 if TYPE_CHECKING:
     from ..client import Sovseal
 
 PASSES: dict[str, Callable[[Context], None]] = {
     "promotion": promotion.run,
-    "graph": graph.run,
+    "graph": graph_pass.run,
     "digest": digest.run,
     "decay": decay.run,
 }

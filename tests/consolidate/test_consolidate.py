@@ -25,7 +25,7 @@ from sovseal.consolidate import (
     rollback_run,
     runs,
 )
-from sovseal.consolidate.records import PREFIX, RUNS, STEPS
+from sovseal.consolidate.layout import PREFIX, RUNS, STEPS
 from tests.consolidate.conftest import fill
 from tests.consolidate.models import RuleChatModel
 from tests.fakes import fake_embed
