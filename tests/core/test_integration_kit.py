@@ -14,10 +14,11 @@ import pytest
 
 from sovseal import Sovseal
 from sovseal.canonical import canonicalize
-from sovseal.errors import IntegrityError, PayloadTooLargeError
+from sovseal.errors import IntegrityError, PayloadTooLargeError, SovsealError
 from sovseal.integration import (
     MAX_VALUE_BYTES,
     Erasure,
+    HandleOwner,
     Parts,
     as_text,
     batch_id,
@@ -72,6 +73,21 @@ def test_open_handle_opens_or_shares_never_both(store_dir: Path, key: bytes) -> 
         assert owned and again.branch == "side" and again.get("a") is not None
     with pytest.raises(ValueError, match="twice"):
         open_handle(None, path=store_dir, key=key, embedder=fake_embed, client_kwargs={"embedder": fake_embed})
+
+
+class _Component(HandleOwner):
+    def __init__(self, client: Sovseal | None, **kwargs: object) -> None:
+        self._client, self._owns_client = open_handle(client, **kwargs)  # type: ignore[arg-type]
+
+
+def test_a_component_closes_only_the_handle_it_opened(store_dir: Path, key: bytes) -> None:
+    with _Component(None, path=store_dir, key=key, client_kwargs={"embedder": fake_embed}) as own:
+        own.client.store("a", 1)
+        with _Component(own.client) as shared:
+            assert shared.client is own.client
+        assert own.client.get("a") is not None  # the shared handle is still open
+    with pytest.raises(SovsealError, match="closed"):  # closed with the component that opened it
+        own.client.get("a")
 
 
 def test_names_are_checked_before_they_become_paths() -> None:
