@@ -35,11 +35,11 @@ import contextlib
 import copy
 import os
 import threading
-from collections.abc import AsyncIterator, Callable, Iterable, Iterator, Sequence
+from collections.abc import AsyncIterator, Callable, Iterable, Iterator, Mapping, Sequence
 from contextlib import asynccontextmanager, contextmanager
 from dataclasses import dataclass
 from datetime import UTC, datetime
-from typing import Any
+from typing import Any, cast
 
 import numpy as np
 from langgraph.checkpoint.sovseal._common import RECORD_BLOB_CHARS, decode_bytes, encode_bytes, no_embedding, q, uq
@@ -352,9 +352,7 @@ class SovsealStore(BaseStore):
         updated = memory.created_at
         if memory.last_reinforced is not None and memory.last_reinforced > updated:
             updated = memory.last_reinforced
-        vectors = {
-            field: _unit(_decode_vector(text, f"vector {field!r} of {path}")) for field, text in (meta.get("vectors") or {}).items()
-        }
+        vectors = {field: _unit(_decode_vector(text, f"vector {field!r} of {path}")) for field, text in (meta.get("vectors") or {}).items()}
         return _Entry(
             namespace=parsed[0],
             key=parsed[1],
@@ -423,7 +421,7 @@ class SovsealStore(BaseStore):
         return puts
 
     def _execute(
-        self, ops: list[Op], texts: list[str], documents: Sequence[Sequence[float]], query_vectors: dict[str, Sequence[float]]
+        self, ops: list[Op], texts: list[str], documents: Sequence[Sequence[float]], query_vectors: Mapping[str, Sequence[float]]
     ) -> list[Result]:
         """Reads see the state before the batch's writes; writes apply last, the last put per item winning
         (``InMemoryStore``'s order)."""
@@ -499,7 +497,7 @@ class SovsealStore(BaseStore):
         self._items[path] = _Entry(
             namespace=namespace,
             key=key,
-            value=loads(data),  # what was sealed, as a reader gets it back
+            value=cast(dict[str, Any], loads(data)),  # what was sealed, as a reader gets it back
             created_at=created,
             updated_at=_now(),
             indexed=indexed,
@@ -517,25 +515,30 @@ class SovsealStore(BaseStore):
     def _erase(self, path: str) -> bool:
         """Purge every version of the item and of its value's parts, not compacting (the batch does)."""
         erased = False
-        for what in ({"path": path}, {"prefix": part_path(path, VALUE_BLOB, 0).rsplit("/", 1)[0] + "/"}):
-            with contextlib.suppress(UnknownPathError):  # no part was ever stored
-                erased |= bool(self._h.purge(**what, reason="langgraph store delete", compact=False).erased)
+        with contextlib.suppress(UnknownPathError):  # never stored
+            erased |= bool(self._h.purge(path, reason="langgraph store delete", compact=False).erased)
+        with contextlib.suppress(UnknownPathError):  # no part was ever stored
+            parts = part_path(path, VALUE_BLOB, 0).rsplit("/", 1)[0] + "/"
+            erased |= bool(self._h.purge(prefix=parts, reason="langgraph store delete", compact=False).erased)
         return erased
 
     # -- reads -----------------------------------------------------------------------------------
 
     @staticmethod
-    def _item(entry: _Entry, score: float | None = None, *, search: bool = False) -> Item:
-        kwargs: dict[str, Any] = {
-            "value": copy.deepcopy(entry.value),
-            "key": entry.key,
-            "namespace": entry.namespace,
-            "created_at": entry.created_at,
-            "updated_at": entry.updated_at,
-        }
-        return SearchItem(**kwargs, score=score) if search else Item(**kwargs)
+    def _item(entry: _Entry) -> Item:
+        return Item(
+            value=copy.deepcopy(entry.value),
+            key=entry.key,
+            namespace=entry.namespace,
+            created_at=entry.created_at,
+            updated_at=entry.updated_at,
+        )
 
-    def _search(self, op: SearchOp, query_vectors: dict[str, Sequence[float]]) -> list[SearchItem]:
+    @staticmethod
+    def _found(entry: _Entry, score: float | None = None) -> SearchItem:
+        return SearchItem(entry.namespace, entry.key, copy.deepcopy(entry.value), entry.created_at, entry.updated_at, score)
+
+    def _search(self, op: SearchOp, query_vectors: Mapping[str, Sequence[float]]) -> list[SearchItem]:
         prefix = tuple(op.namespace_prefix)
         candidates = {
             path: entry
@@ -546,12 +549,12 @@ class SovsealStore(BaseStore):
             return []
         if not op.query:
             ordered = sorted(candidates.values(), key=lambda e: (e.updated_at, e.namespace, e.key), reverse=True)
-            return [self._item(e, search=True) for e in ordered[op.offset : op.offset + op.limit]]
+            return [self._found(e) for e in ordered[op.offset : op.offset + op.limit]]
         if self.embeddings is not None:
             ranked = self._rank_by_vectors(candidates, query_vectors[op.query])
         else:
             ranked = self._rank_by_recall(op, prefix, candidates)
-        page = [self._item(candidates[path], score, search=True) for path, score in ranked[op.offset : op.offset + op.limit]]
+        page = [self._found(candidates[path], score) for path, score in ranked[op.offset : op.offset + op.limit]]
         if len(page) < op.limit:  # as InMemoryStore: fill with the items that are not indexed, unscored
             scored = {path for path, _ in ranked}
             rest = sorted(
@@ -559,15 +562,13 @@ class SovsealStore(BaseStore):
                 key=lambda e: (e.updated_at, e.namespace, e.key),
                 reverse=True,
             )
-            page.extend(self._item(e, None, search=True) for e in rest[: op.limit - len(page)])
+            page.extend(self._found(e) for e in rest[: op.limit - len(page)])
         return page
 
     def _rank_by_vectors(self, candidates: dict[str, _Entry], query: Sequence[float]) -> list[tuple[str, float]]:
         q_vec = _unit(np.asarray(query, dtype=np.float32))
         scored = [
-            (path, max(float(np.dot(v, q_vec)) for v in entry.vectors.values()))
-            for path, entry in candidates.items()
-            if entry.vectors
+            (path, max(float(np.dot(v, q_vec)) for v in entry.vectors.values())) for path, entry in candidates.items() if entry.vectors
         ]
         scored.sort(key=lambda item: (-item[1], item[0]))
         return scored
@@ -593,4 +594,3 @@ class SovsealStore(BaseStore):
         if op.max_depth is not None:
             namespaces = {ns[: op.max_depth] for ns in namespaces}
         return sorted(namespaces)[op.offset : op.offset + op.limit]
-
