@@ -190,5 +190,6 @@ async def main() -> None:
         }
         args.json.write_text(json.dumps(report, indent=1))
 
+
 if __name__ == "__main__":
     asyncio.run(main())

@@ -17,9 +17,9 @@ Sizes are the sum of the store's files: for sovseal every file under its directo
 are taken before the deletes with both savers closed (at rest: sovseal has written its
 ``state/checkpoint``, SQLite has folded its WAL into the file), then both are opened again and the
 deletes run; right after them (savers open), and, for SQLite, after ``PRAGMA wal_checkpoint(TRUNCATE)``
-and then after ``VACUUM`` (and another checkpoint: in WAL mode the file shrinks only then). SqliteSaver's ``DELETE`` leaves the rows' pages free inside
-the file, which does not shrink; whether the deleted text stays readable in those pages depends on
-``PRAGMA secure_delete`` (off in SQLite's own default build, on in some distributions' builds; the
+and then after ``VACUUM`` (and another checkpoint: in WAL mode the file shrinks only then). SqliteSaver's
+``DELETE`` leaves the rows' pages free inside the file, which does not shrink; whether the deleted text
+stays readable in those pages depends on ``PRAGMA secure_delete`` (off in SQLite's own default build, on in some distributions' builds; the
 result records it), and old images of the pages stay in the WAL until it is checkpointed over: the
 benchmark counts the deleted threads whose marker string is still in the file's or the WAL's bytes.
 
@@ -101,12 +101,18 @@ def store_bytes(directory: Path) -> dict[str, int]:
 
 
 def sqlite_bytes(db: Path) -> dict[str, int]:
-    return {part: (p.stat().st_size if (p := Path(f"{db}{suffix}")).exists() else 0) for part, suffix in (("db", ""), ("wal", "-wal"), ("shm", "-shm"))}
+    return {
+        part: (p.stat().st_size if (p := Path(f"{db}{suffix}")).exists() else 0)
+        for part, suffix in (("db", ""), ("wal", "-wal"), ("shm", "-shm"))
+    }
 
 
 def sqlite_markers(db: Path, threads: list[int]) -> dict[str, int]:
     """How many of these threads' marker strings are still in the database file, its WAL, either."""
-    data = {part: Path(f"{db}{suffix}").read_bytes() if Path(f"{db}{suffix}").exists() else b"" for part, suffix in (("db", ""), ("wal", "-wal"))}
+    data = {
+        part: Path(f"{db}{suffix}").read_bytes() if Path(f"{db}{suffix}").exists() else b""
+        for part, suffix in (("db", ""), ("wal", "-wal"))
+    }
     found = {part: {t for t in threads if marker(t).encode() in data[part]} for part in data}
     return {"db": len(found["db"]), "wal": len(found["wal"]), "either": len(found["db"] | found["wal"])}
 
@@ -259,7 +265,10 @@ def main() -> None:
         "text": args.text,
         "deleted": len(deleted),
         "build_s": {name: round(s, 2) for name, s in build.items()},
-        "sizes_mb": {name: {when: {**{k: mb(v) for k, v in parts.items()}, "total": mb(total(parts))} for when, parts in whens.items()} for name, whens in sizes.items()},
+        "sizes_mb": {
+            name: {when: {**{k: mb(v) for k, v in parts.items()}, "total": mb(total(parts))} for when, parts in whens.items()}
+            for name, whens in sizes.items()
+        },
         "delete_s": {
             name: {
                 "total": round(sum(s), 3),
@@ -288,8 +297,12 @@ def main() -> None:
             "call_s_total": round(sum(s for _, s in delete_compactions), 3),
             "rewrite_s_total": round(sum(r.seconds for r, _ in delete_compactions), 3),
             "paused_s_total": round(sum(r.paused for r, _ in delete_compactions), 3),
-            "journal_mb_first": [mb(delete_compactions[0][0].bytes_before), mb(delete_compactions[0][0].bytes_after)] if delete_compactions else None,
-            "journal_mb_last": [mb(delete_compactions[-1][0].bytes_before), mb(delete_compactions[-1][0].bytes_after)] if delete_compactions else None,
+            "journal_mb_first": [mb(delete_compactions[0][0].bytes_before), mb(delete_compactions[0][0].bytes_after)]
+            if delete_compactions
+            else None,
+            "journal_mb_last": [mb(delete_compactions[-1][0].bytes_before), mb(delete_compactions[-1][0].bytes_after)]
+            if delete_compactions
+            else None,
         },
         "gone": gone,
         "prune": {
@@ -304,13 +317,19 @@ def main() -> None:
     }
 
     print(f"\n{args.threads} threads x {args.turns} turns (~{args.text} B of text a turn), {len(deleted)} deleted one by one\n")
-    print("| saver | before MB | after delete MB | after WAL checkpoint MB | after VACUUM MB | delete total s | per thread ms (mean / p50 / max) |")
+    print(
+        "| saver | before MB | after delete MB | after WAL checkpoint MB | after VACUUM MB | delete total s "
+        "| per thread ms (mean / p50 / max) |"
+    )
     print("|---|---|---|---|---|---|---|")
     for name in ("sovseal", "sqlite"):
         z, d = result["sizes_mb"][name], result["delete_s"][name]
         vac, ckpt = (z.get(when, {}).get("total", "—") for when in ("vacuumed", "checkpointed"))
         pt = d["per_thread_ms"]
-        print(f"| {name} | {z['before']['total']} | {z['after']['total']} | {ckpt} | {vac} | {d['total']} | {pt['mean']} / {pt['p50']} / {pt['max']} |")
+        print(
+            f"| {name} | {z['before']['total']} | {z['after']['total']} | {ckpt} | {vac} | {d['total']} "
+            f"| {pt['mean']} / {pt['p50']} / {pt['max']} |"
+        )
     print(f"\nbuild s: {result['build_s']}; compactions: {result['compactions']}")
     print(f"gone: {json.dumps(gone)}")
     print(f"prune: {result['prune']}")

@@ -42,10 +42,32 @@ namespaces = st.sampled_from([""] * 6 + NAMESPACES)
 CHANNELS = ["messages", "notes", "__error__", "__interrupt__"]
 
 operations = st.one_of(
-    st.tuples(st.just("put"), thread_ids, namespaces, st.integers(0, 3), st.dictionaries(st.sampled_from(["messages", "notes", "n"]), VALUES, max_size=3), st.sampled_from(["a", "b"])),
-    st.tuples(st.just("put_writes"), thread_ids, namespaces, st.integers(0, 3), st.sampled_from(TASKS), st.lists(st.tuples(st.sampled_from(CHANNELS), VALUES), max_size=3), st.sampled_from(["", "~0", "~1"])),
+    st.tuples(
+        st.just("put"),
+        thread_ids,
+        namespaces,
+        st.integers(0, 3),
+        st.dictionaries(st.sampled_from(["messages", "notes", "n"]), VALUES, max_size=3),
+        st.sampled_from(["a", "b"]),
+    ),
+    st.tuples(
+        st.just("put_writes"),
+        thread_ids,
+        namespaces,
+        st.integers(0, 3),
+        st.sampled_from(TASKS),
+        st.lists(st.tuples(st.sampled_from(CHANNELS), VALUES), max_size=3),
+        st.sampled_from(["", "~0", "~1"]),
+    ),
     st.tuples(st.just("get"), thread_ids, namespaces, st.integers(-1, 3)),
-    st.tuples(st.just("list"), st.sampled_from([None, *THREADS]), st.sampled_from([None, *NAMESPACES]), st.sampled_from([None, {"tag": "a"}, {"step": 1}, {"tag": "b", "source": "loop"}]), st.integers(-1, 3), st.sampled_from([None, 1, 2, 5])),
+    st.tuples(
+        st.just("list"),
+        st.sampled_from([None, *THREADS]),
+        st.sampled_from([None, *NAMESPACES]),
+        st.sampled_from([None, {"tag": "a"}, {"step": 1}, {"tag": "b", "source": "loop"}]),
+        st.integers(-1, 3),
+        st.sampled_from([None, 1, 2, 5]),
+    ),
     st.tuples(st.just("delete"), thread_ids),
     st.tuples(st.just("copy"), thread_ids, thread_ids),
     st.tuples(st.just("prune"), thread_ids),

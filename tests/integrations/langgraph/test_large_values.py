@@ -18,7 +18,11 @@ from tests.fakes import fake_embed
 def big_value(size: int, tag: str = "big") -> dict[str, Any]:
     """About ``size`` bytes of JSON: unicode text, numbers, nesting."""
     chunk = "sovseal récit 記憶 "
-    return {"tag": tag, "text": (chunk * (size // len(chunk.encode()) + 1))[: size // 2], "rows": [{"i": i, "v": i * 0.5} for i in range(size // 40)]}
+    return {
+        "tag": tag,
+        "text": (chunk * (size // len(chunk.encode()) + 1))[: size // 2],
+        "rows": [{"i": i, "v": i * 0.5} for i in range(size // 40)],
+    }
 
 
 @pytest.mark.parametrize("size", [0, 200_000, 1 << 20])

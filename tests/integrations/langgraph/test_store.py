@@ -100,7 +100,9 @@ def check(mine: SovsealStore, ref: InMemoryStore, op: tuple[Any, ...]) -> None:
         _, prefix, query, flt, limit = op
         got = mine.search(prefix, query=query, filter=flt, limit=limit)
         want = ref.search(prefix, query=query, filter=flt, limit=limit)
-        assert [None if i.score is None else round(i.score, 5) for i in got] == [None if i.score is None else round(i.score, 5) for i in want]
+        assert [None if i.score is None else round(i.score, 5) for i in got] == [
+            None if i.score is None else round(i.score, 5) for i in want
+        ]
         reference = {ident(i): round(i.score, 5) for i in ref.search(prefix, query=query, filter=flt, limit=BIG) if i.score is not None}
         assert all(reference[ident(i)] == round(i.score, 5) for i in got if i.score is not None)  # ties may pick others
         unscored = {ident(i) for i in got if i.score is None}
@@ -179,9 +181,8 @@ def test_items_are_sealed_records_in_the_lineage(tmp_path: Path) -> None:
         store.put(("people",), "ada", {"secret": "difference-engine-1822"})
         store.delete(("people",), "ada")
         ops = [(e.op, e.path) for e in store.sovseal.log()]
-        assert ops[:3] == [("delete", "langgraph/store/people/=ada"), ("store", "langgraph/store/people/=ada")] + [
-            ("store", "langgraph/store/people/=ada")
-        ]
+        item = "langgraph/store/people/=ada"
+        assert ops[:3] == [("delete", item), ("store", item), ("store", item)]
         assert store.sovseal.verify().ok
     for file in directory.rglob("*"):
         if file.is_file():

@@ -33,8 +33,16 @@ operations = st.one_of(
     st.tuples(st.just("put"), namespaces, st.sampled_from(KEYS), values, st.sampled_from([None, False])),
     st.tuples(st.just("delete"), namespaces, st.sampled_from(KEYS)),
     st.tuples(st.just("get"), namespaces, st.sampled_from(KEYS)),
-    st.tuples(st.just("search"), st.lists(labels, max_size=2).map(tuple), st.sampled_from([None, {"n": 1}, {"n": {"$ne": 1}}]), st.integers(1, 4), st.integers(0, 1)),
-    st.tuples(st.just("query"), st.lists(labels, max_size=1).map(tuple), st.sampled_from(["tea", "compiler"]), st.none(), st.integers(1, 4)),
+    st.tuples(
+        st.just("search"),
+        st.lists(labels, max_size=2).map(tuple),
+        st.sampled_from([None, {"n": 1}, {"n": {"$ne": 1}}]),
+        st.integers(1, 4),
+        st.integers(0, 1),
+    ),
+    st.tuples(
+        st.just("query"), st.lists(labels, max_size=1).map(tuple), st.sampled_from(["tea", "compiler"]), st.none(), st.integers(1, 4)
+    ),
     st.tuples(
         st.just("namespaces"),
         st.one_of(st.none(), st.lists(st.sampled_from(["a", "thé", "*"]), min_size=1, max_size=2).map(tuple)),
