@@ -447,24 +447,6 @@ class SovsealVectorStore(HandleOwner, VectorStore):
             raise
         return store
 
-    @classmethod
-    async def afrom_texts(
-        cls,
-        texts: list[str],
-        embedding: Embeddings,
-        metadatas: list[dict[str, Any]] | None = None,
-        *,
-        ids: list[str] | None = None,
-        **kwargs: Any,
-    ) -> Self:
-        store = await asyncio.to_thread(lambda: cls(embedding, **kwargs))
-        try:
-            await store.aadd_texts(texts, metadatas, ids=ids)
-        except BaseException:
-            store.close()
-            raise
-        return store
-
     # -- sovseal recall as a retriever ---------------------------------------------------------
 
     def as_recall_retriever(self, **kwargs: Any) -> SovsealRetriever:

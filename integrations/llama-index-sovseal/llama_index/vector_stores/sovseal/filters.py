@@ -32,21 +32,9 @@ from llama_index.core.vector_stores.types import (
     MetadataFilters,
 )
 
-_OPERATORS = {
-    FilterOperator.EQ: "$eq",
-    FilterOperator.NE: "$ne",
-    FilterOperator.GT: "$gt",
-    FilterOperator.GTE: "$gte",
-    FilterOperator.LT: "$lt",
-    FilterOperator.LTE: "$lte",
-    FilterOperator.IN: "$in",
-    FilterOperator.NIN: "$nin",
-    FilterOperator.CONTAINS: "$contains",
-    FilterOperator.ANY: "$any",
-    FilterOperator.ALL: "$all",
-    FilterOperator.TEXT_MATCH: "$substring",
-    FilterOperator.TEXT_MATCH_INSENSITIVE: "$isubstring",
-}
+#: sovseal names its operators as LlamaIndex does (``EQ`` is ``$eq``, ``ANY`` is ``$any``), but these;
+#: sovseal's own parser is the one list of operators, and refuses any it does not evaluate.
+_RENAMED = {FilterOperator.TEXT_MATCH: "$substring", FilterOperator.TEXT_MATCH_INSENSITIVE: "$isubstring"}
 _LISTS = (FilterOperator.IN, FilterOperator.NIN, FilterOperator.ANY, FilterOperator.ALL)
 
 
@@ -64,9 +52,7 @@ def _leaf(f: MetadataFilter) -> dict[str, Any]:
         }
     if op in _LISTS and not isinstance(value, list):
         value = [value]
-    if op not in _OPERATORS:  # pragma: no cover - a LlamaIndex operator newer than this adapter
-        raise ValueError(f"the LlamaIndex filter operator {op.value!r} has no sovseal equivalent")
-    return {"metadata": {f.key: {_OPERATORS[op]: value}}}
+    return {"metadata": {f.key: {_RENAMED.get(op, f"${op.name.lower()}"): value}}}
 
 
 def _combine(condition: FilterCondition | None, parts: list[dict[str, Any]]) -> dict[str, Any]:
