@@ -211,3 +211,21 @@ def test_one_handle_shared_by_saver_and_store(tmp_path: Path, key: bytes) -> Non
         assert set(handle.state()) == {"user.editor", "langgraph/store/prefs/=tea"}  # checkpoints are on their own branch
         assert handle.recall("green tea", k=1)[0].path == "langgraph/store/prefs/=tea"
         assert handle.verify().ok
+
+
+def test_a_write_after_another_handle_deleted_the_thread_starts_it_again(saver_dir: Path, key: bytes) -> None:
+    """A saver whose index still holds a thread that another handle deleted (its branches are gone)
+    finds out as it writes, and starts the thread again, as it would a new one."""
+    with SovsealSaver.open(saver_dir, key=key) as first, SovsealSaver.open(saver_dir, key=key) as second:
+        a = put(first, "t", step=0)
+        b = put(second, "t", a, step=1)
+        second.put_writes(b, [("channel", "before")], "task")
+        first.delete_thread("t")
+        c = put(second, "t", b, step=2)
+        second.put_writes(c, [("channel", "after")], "task")
+        assert ids(second, "t") == ids(first, "t") == [c["configurable"]["checkpoint_id"]]
+        assert first.get_tuple(c).pending_writes == [("task", "channel", "after")]
+        first.delete_thread("t")
+        second.put_writes(c, [("channel", "again")], "task")  # its checkpoint is gone: kept, as InMemorySaver keeps it
+        assert second.get_tuple({"configurable": {"thread_id": "t"}}) is None
+        assert first.verify("t").ok and second.verify("t").ok

@@ -47,7 +47,7 @@ from langgraph.checkpoint.base import (
 from langgraph.checkpoint.serde.types import _DeltaSnapshot
 
 from sovseal import Sovseal
-from sovseal.errors import HeadMovedError, IntegrityError
+from sovseal.errors import HeadMovedError, IntegrityError, UnknownBranchError
 
 from ._common import RECORD_BLOB_CHARS, no_embedding
 from ._layout import (
@@ -288,7 +288,9 @@ class _SovsealSaverBase(BaseCheckpointSaver[str]):
         try:
             conditions = None if fresh else {t.live: [h for h in tips if h]}
             self._s.append(t, t.live, [*parts, (path, payload)], if_heads=conditions, parsed=parsed)
-        except HeadMovedError:
+        except (HeadMovedError, UnknownBranchError):  # another handle wrote or deleted the thread
+            if fresh:
+                raise
             return False
         return True
 
@@ -370,7 +372,9 @@ class _SovsealSaverBase(BaseCheckpointSaver[str]):
         }
         try:
             self._s.append(t, t.writes, [*parts, (path, payload)], if_heads=conditions, parsed=parsed)
-        except HeadMovedError:
+        except (HeadMovedError, UnknownBranchError):  # another handle wrote or deleted the thread
+            if fresh:
+                raise
             return False
         return True
 
