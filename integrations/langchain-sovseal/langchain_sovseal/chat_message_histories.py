@@ -28,7 +28,8 @@ _NAME = re.compile(rf"\d{{{_DIGITS}}}(?:\.[0-9a-f]{{24}}\.\d{{{_DIGITS}}})?")
 #: written once (its name holds its batch's unique id), so it shows one value for ever; which paths
 #: are visible is asked of the catalog at every read (``Sovseal.paths``: nothing decrypted) and only
 #: messages not read before are opened. ``RunnableWithMessageHistory`` makes a new history per call,
-#: hence per handle, not per history. What is no longer visible (deleted, erased) is dropped.
+#: hence per handle, not per history. What is no longer visible (deleted, erased) is dropped, and a
+#: name of an earlier release (``<n>``, which that release could write again) is always read afresh.
 _READ: weakref.WeakKeyDictionary[Sovseal, dict[str, dict[str, Memory]]] = weakref.WeakKeyDictionary()
 _READ_GUARD = threading.Lock()
 
@@ -111,7 +112,7 @@ class SovsealChatMessageHistory(HandleOwner, BaseChatMessageHistory):
             seen = _READ.setdefault(self._client, {}).get(self._prefix, {})
         now: dict[str, Memory] = {}
         for path in self._paths():
-            memory = seen[path] if path in seen else self._client.get(path)
+            memory = seen[path] if path in seen and "." in path[len(self._prefix) :] else self._client.get(path)
             if memory is not None:  # None: deleted since it was listed
                 now[path] = memory
         with _READ_GUARD:

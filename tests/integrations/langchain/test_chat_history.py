@@ -173,3 +173,22 @@ def test_the_listing_follows_other_writers_on_the_branch(store_dir: Path, key: b
         assert before is not None
         mem.rollback(before)
         assert [m.content for m in second.messages] == ["one"]
+
+
+def test_sessions_of_earlier_releases_read_and_are_never_served_stale(store_dir: Path, key: bytes) -> None:
+    """Earlier releases named a session's messages ``<n>`` (and could write one such name again after
+    a clear); they read in order, new messages go after them, and a rewritten name is read afresh.
+    The records of a session ``s/b`` are not messages of ``s``."""
+    from langchain_core.messages import message_to_dict
+
+    with _client(store_dir, key) as mem:
+        for n, text in enumerate(["old one", "old two"]):
+            mem.store(f"langchain-chat/default/s/{n:08d}", message_to_dict(HumanMessage(text)), type="episodic")
+        SovsealChatMessageHistory("s/b", client=mem).add_messages([HumanMessage("another session")])
+        history = SovsealChatMessageHistory("s", client=mem)
+        assert [m.content for m in history.messages] == ["old one", "old two"]
+        history.add_messages([AIMessage("new")])
+        assert [m.content for m in history.messages] == ["old one", "old two", "new"]
+        mem.store("langchain-chat/default/s/00000001", message_to_dict(HumanMessage("rewritten")), type="episodic")
+        assert [m.content for m in SovsealChatMessageHistory("s", client=mem).messages] == ["old one", "rewritten", "new"]
+        assert [m.content for m in SovsealChatMessageHistory("s/b", client=mem).messages] == ["another session"]
