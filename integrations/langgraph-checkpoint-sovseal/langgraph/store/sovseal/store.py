@@ -22,7 +22,7 @@ values in this process. ``supports_ttl`` is False.
 A value whose canonical JSON does not fit in one record (a sovseal entry is at most 256 KiB) is
 split as the checkpoint saver splits blobs: part records at ``<item path>/part/value/<i>``, stored
 in the same ``store_many`` batch before the item's record, which names their count, size and
-SHA-256 in its metadata (``value_parts``). Recall then indexes the first ``RECALL_TEXT_CHARS``
+SHA-256 in its metadata (``value_parts``). Recall then indexes the first ``INDEX_CHARS``
 characters of the value's text (the item's record carries them as ``text=``), as the LangChain and
 LlamaIndex adapters do. A value over 64 MiB (``MAX_VALUE_BYTES``, the same in every adapter) raises
 ``PayloadTooLargeError``.
@@ -73,6 +73,7 @@ from sovseal import Sovseal
 from sovseal.canonical import canonicalize, loads
 from sovseal.errors import IntegrityError, InvalidInputError, UnknownPathError
 from sovseal.integration import check_size
+from sovseal.integration.parts import INDEX_CHARS
 from sovseal.models import Memory, StoreResult
 from sovseal.recall.filters import matches
 
@@ -81,23 +82,19 @@ __all__ = ["SovsealStore"]
 ROOT = "langgraph/store/"
 #: The most results one recall may return (the SDK's limit); deeper pages of a search by meaning end there.
 MAX_RECALL_K = 1000
-#: Characters of a value stored in parts that recall embeds and keyword-indexes (the path, then its
-#: leaves): the same as langchain-sovseal's INDEX_CHARS (the on-device model reads 256 tokens, fewer
-#: characters than this). The text is sealed with the record, so it is kept short.
-RECALL_TEXT_CHARS = 2048
 #: The blob name of a value stored in parts (``<item path>/part/value/<i>``).
 VALUE_BLOB = "value"
 
 
 def _recall_text(path: str, value: Any) -> str:
     """What recall indexes for a value stored in parts: as sovseal derives it from a payload (the path,
-    then the leaves), cut at ``RECALL_TEXT_CHARS``."""
+    then the leaves), cut at ``INDEX_CHARS`` as every adapter cuts it (walking no further than that)."""
     leaves: list[str] = []
     size = 0
 
     def walk(node: Any) -> None:
         nonlocal size
-        if size > RECALL_TEXT_CHARS:
+        if size > INDEX_CHARS:
             return
         if isinstance(node, dict):
             for key, item in node.items():
@@ -112,7 +109,7 @@ def _recall_text(path: str, value: Any) -> str:
 
     walk(value)
     text = f"{path.replace('.', ' ').replace('_', ' ')}: {' '.join(leaves)}"
-    return text[:RECALL_TEXT_CHARS]
+    return text[:INDEX_CHARS]
 
 
 def item_path(namespace: tuple[str, ...], key: str) -> str:
