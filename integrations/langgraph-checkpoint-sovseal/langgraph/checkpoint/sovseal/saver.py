@@ -410,12 +410,8 @@ class _SovsealSaverBase(BaseCheckpointSaver[str]):
                     if (run := self._metadata(t, path)[0].get("run_id")) is not None and str(run) in wanted
                     for p in t.record_paths(ns, cid)
                 ]
-                for branch, view in t.views.items():  # a tombstone on every branch that shows one
-                    gone = [p for p in doomed if view.pop(p, None)]
-                    if gone and (done := [r for r in self._s.view(branch).delete_many(gone) if r is not None]):
-                        t.heads[branch] = (done[-1].snapshot_id,)
                 if doomed:
-                    t.derive()
+                    self._s.hide(t, doomed)
 
     def copy_thread(self, source_thread_id: str, target_thread_id: str) -> None:
         """Give the target thread the source's whole history, sharing its records (no bytes copied).
