@@ -70,6 +70,20 @@ def _dt(ts: float | None) -> datetime | None:
 log = logging.getLogger(__name__)
 
 
+def _nothing_named(description: Mapping[str, Any]) -> str:
+    """What a purge that matched nothing was asked for, as the start of its error message."""
+    parts = []
+    if "path" in description:
+        parts.append(f"no version of {description['path']!r}")
+    elif "paths" in description:
+        parts.append(f"none of the {len(description['paths'])} paths has a version that")
+    if "prefix" in description:
+        parts.append(f"no path under {description['prefix']!r}")
+    elif "prefixes" in description:
+        parts.append(f"no path under the {len(description['prefixes'])} prefixes")
+    return " and ".join(parts)
+
+
 class _Shared:
     """What every view of one open store shares, created on first use: embedder, index, recall engine."""
 
@@ -284,6 +298,14 @@ class Sovseal:
             callback(*args)
 
     # -- embedding and indexing ----------------------------------------------------------
+
+    @property
+    def embedder(self) -> EmbedFn:
+        """The ``embed(texts) -> vectors`` callable this store embeds with: the one given, or the
+        on-device default (created on first use; its model loads on its first call). A framework
+        embeds queries for dense search with it, so they match the stored vectors."""
+        self._check_open()
+        return self._embed_fn()
 
     def _embed_fn(self) -> EmbedFn:
         shared = self._shared
@@ -848,8 +870,8 @@ class Sovseal:
         reason: str = "",
         compact: bool = True,
     ) -> PurgeResult:
-        """Erase every version of ``path`` (a path, or a list of paths; or of every path under
-        ``prefix``, or under any of a list of prefixes) on every branch, for good.
+        """Erase every version of ``path`` (a path, or a list of paths) and of every path under
+        ``prefix`` (a prefix, or a list of them; with or without paths) on every branch, for good.
 
         Unlike :meth:`delete`, which appends a tombstone and keeps the history, a purge makes the
         content unrecoverable, to the key holder too: the journal is rewritten with each erased
@@ -865,48 +887,39 @@ class Sovseal:
         the paths has a version anywhere (a path already purged is not an error: nothing is new).
         """
         self._check_open()
-        if path is not None and prefix is not None:
-            raise InvalidInputError("purge takes a path (or a list of paths) or prefix=..., not both")
         if path is None and prefix is None and not unreachable:
             raise InvalidInputError("purge needs a path (or a list of paths), prefix=..., or unreachable=True")
         if not isinstance(reason, str):
             raise InvalidInputError(f"reason must be a str, got {type(reason).__name__}")
-        select: Callable[[Lineage], list[int]]
-        description: dict[str, Any]
-        what = ""
+        description: dict[str, Any] = {}
+        named: set[bytes] = set()  # path hashes of the paths given
+        if path is not None:
+            listed = [path] if isinstance(path, str) else list(path)
+            if not listed:
+                raise InvalidInputError("purge needs at least one path")
+            checked = [make_entry("store", p).path for p in listed]
+            named = {self._store.path_hash(p) for p in checked}
+            description = {"path": checked[0]} if len(checked) == 1 else {"paths": checked}
+        prefixes: list[str] = []
         if prefix is not None:
             prefixes = [prefix] if isinstance(prefix, str) else list(prefix)
             if not prefixes or not all(isinstance(p, str) and p for p in prefixes):
                 raise InvalidInputError(
                     "prefix must be a non-empty string (or a list of them); to erase everything, delete the store's directory"
                 )
-            engine = self._recall_engine()
+            description |= {"prefix": prefixes[0]} if isinstance(prefix, str) else {"prefixes": prefixes}
+        engine = self._recall_engine() if prefixes else None
 
-            def select(lineage: Lineage) -> list[int]:
+        def select(lineage: Lineage) -> list[int]:
+            if path is None and engine is None:
+                return list(range(len(lineage.nodes)))  # unreachable=True over every path
+            wanted = set(named)
+            if engine is not None:
                 engine.sync(lineage)  # every record catalogued, those other processes wrote too
-                paths = {p for each in prefixes for p in engine.catalog.paths_under(each)}
-                return lineage.nodes.with_paths({self._store.path_hash(p) for p in paths})
+                under = {p for each in prefixes for p in engine.catalog.paths_under(each)}
+                wanted |= {self._store.path_hash(p) for p in under}
+            return lineage.nodes.with_paths(wanted)
 
-            description = {"prefix": prefixes[0]} if isinstance(prefix, str) else {"prefixes": prefixes}
-            what = f"no path under {prefixes[0]!r}" if len(prefixes) == 1 else f"no path under the {len(prefixes)} prefixes"
-        elif path is not None:
-            listed = [path] if isinstance(path, str) else list(path)
-            if not listed:
-                raise InvalidInputError("purge needs at least one path")
-            checked = [make_entry("store", p).path for p in listed]
-            wanted = {self._store.path_hash(p) for p in checked}
-
-            def select(lineage: Lineage) -> list[int]:
-                return lineage.nodes.with_paths(wanted)
-
-            description = {"path": checked[0]} if len(checked) == 1 else {"paths": checked}
-            what = f"no version of {checked[0]!r}" if len(checked) == 1 else f"none of the {len(checked)} paths has a version that"
-        else:
-
-            def select(lineage: Lineage) -> list[int]:
-                return list(range(len(lineage.nodes)))
-
-            description = {}
         if unreachable:
             chosen = select
 
@@ -915,9 +928,9 @@ class Sovseal:
                 return [idx for idx in chosen(lineage) if idx in reachable_from_nothing]
 
             description["unreachable"] = True
-        erased, named = self._store.purge(select, {**description, "reason": reason})
-        if not named and not unreachable:
-            raise UnknownPathError(f"{what} exists on any branch; nothing was purged")
+        erased, matched = self._store.purge(select, {**description, "reason": reason})
+        if not matched and not unreachable:
+            raise UnknownPathError(f"{_nothing_named(description)} exists on any branch; nothing was purged")
         reclaimed = self.compact().reclaimed if compact and erased else 0
         if not compact:
             self._forget_erased()
@@ -1168,6 +1181,10 @@ class AsyncSovseal:
     @property
     def branch(self) -> str:
         return self._sync.branch
+
+    @property
+    def embedder(self) -> EmbedFn:
+        return self._sync.embedder
 
     def view(self, branch: str | None = None) -> AsyncSovseal:
         """Another handle on this open store with its own current branch (see ``Sovseal.view``)."""

@@ -246,6 +246,8 @@ def build_server(mem: Sovseal) -> FastMCP:
         other devices erase it too. Returns the erased snapshot ids; an error if nothing was ever stored there."""
 
         def work(m: Sovseal) -> dict[str, Any]:
+            if path is not None and prefix is not None:  # an agent's irreversible call names one target, never two
+                raise InvalidInputError("give path or prefix, not both: purge one target per call")
             result = m.purge(path, prefix=prefix, reason=reason, compact=True)
             return {
                 "path": path,

@@ -130,7 +130,7 @@ def test_bad_purges_are_refused_and_change_nothing(tmp_path: Path, key: bytes) -
         with pytest.raises(InvalidInputError):
             mem.purge()
         with pytest.raises(InvalidInputError):
-            mem.purge("a", prefix="a")
+            mem.purge("a", prefix=[""])  # a path and prefixes together are one purge, but each must be valid
         with pytest.raises(InvalidInputError):
             mem.purge(prefix="")
         assert mem._store.journal_size() == size

@@ -10,7 +10,7 @@ from pathlib import Path
 import pytest
 
 from sovseal import AsyncSovseal, Sovseal
-from sovseal.errors import InvalidInputError, UnknownBranchError
+from sovseal.errors import InvalidInputError, UnknownBranchError, UnknownPathError
 from tests.fakes import fake_embed
 
 
@@ -207,5 +207,30 @@ def test_the_async_client_mirrors_the_primitives(store_dir: Path, key: bytes) ->
             await mem.delete_many(["x/1"])
             await mem.delete_branch("other")
             assert await mem.branches() == ["main"]
+
+    asyncio.run(main())
+
+
+def test_purge_takes_paths_and_prefixes_in_one_redaction(mem: Sovseal) -> None:
+    mem.store("chat/s1/0", "hello")
+    mem.store("chat/s1/1", "secret reply")
+    mem.store("parts/s1/0", "a part")
+    mem.store("keep", "kept")
+    result = mem.purge("parts/s1/0", prefix="chat/s1/", reason="user asked")
+    assert len(result.erased) == 3 and result.compacted
+    assert mem.paths() == ["keep"]
+    assert [e.op for e in mem.log()].count("erased") == 3
+    with pytest.raises(UnknownPathError, match="no version of 'gone' and no path under 'none/'"):
+        mem.purge("gone", prefix="none/")
+
+
+def test_the_embedder_is_public_on_both_clients(store_dir: Path, key: bytes) -> None:
+    with Sovseal(store_dir, key=key, embedder=fake_embed) as mem:
+        assert mem.embedder is fake_embed
+        assert mem.view().embedder is fake_embed
+
+    async def main() -> None:
+        async with AsyncSovseal(store_dir, key=key, embedder=fake_embed) as amem:
+            assert amem.embedder is fake_embed
 
     asyncio.run(main())
