@@ -1016,12 +1016,26 @@ def _draw_graph(nodes: list[ops.GraphNode], current: str) -> None:
         click.echo("".join(line))
 
 
-@main.command(short_help="List branches with their HEADs.")
+@main.command(short_help="List branches with their HEADs; --delete removes one.")
+@click.option(
+    "--delete",
+    "delete_name",
+    metavar="NAME",
+    help="Delete branch NAME first (not --branch, not main); its snapshots stay in the lineage.",
+)
 @store_options
 @json_option
-def branches(path: str | None, branch: str, key_file: str | None, as_json: bool) -> None:
-    """Every branch with its HEAD and memory count; * marks --branch."""
+def branches(delete_name: str | None, path: str | None, branch: str, key_file: str | None, as_json: bool) -> None:
+    """Every branch with its HEAD and memory count; * marks --branch.
+
+    With --delete NAME, the branch NAME is deleted first (a journaled, replicated event: a write
+    another device made to it meanwhile brings it back), then the remaining branches are listed.
+    """
     with _open(path, branch, key_file) as (mem, _):
+        if delete_name is not None:
+            mem.delete_branch(delete_name)
+            if not as_json:
+                click.echo(f"deleted branch {delete_name}", err=True)
         rows = ops.branch_table(mem)
     if as_json:
         _emit_json(rows)

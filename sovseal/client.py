@@ -612,10 +612,10 @@ class Sovseal:
         """
         self._check_open()
         name = self._branch_arg(name)
-        if name == self.branch:
-            raise InvalidInputError(f"{name!r} is this handle's current branch; checkout() another branch before deleting it")
         if name == DEFAULT_BRANCH:
             raise InvalidInputError(f"the default branch {name!r} cannot be deleted; rollback() it or purge() what it holds")
+        if name == self.branch:
+            raise InvalidInputError(f"{name!r} is this handle's current branch; checkout() another branch before deleting it")
         self._store.delete_branch(name)
 
     def checkout(self, branch: str) -> None:

@@ -119,6 +119,18 @@ def test_reinforcement_and_mind_groups_recurring_patterns_by_type(store: Run) ->
     assert "once" in store("mind", "--all").stdout
 
 
+def test_branches_delete_removes_a_branch_and_refuses_what_it_must(store: Run) -> None:
+    store("store", "user.editor", "vim")
+    store("fork", "--name", "scratch")
+    store("store", "--branch", "scratch", "user.editor", "helix")
+    assert {r["name"] for r in store.json("branches", "--delete", "scratch")} == {"main"}
+    assert "default branch" in store.fails(2, "branches", "--delete", "main")  # the default branch stays
+    assert "scratch" in store.fails(3, "branches", "--delete", "scratch")  # gone already
+    assert store.json("get", "user.editor")["payload"] == "vim"
+    store("fork", "--name", "scratch")  # the name can be used again
+    assert store.json("get", "user.editor", "-b", "scratch")["payload"] == "vim"
+
+
 def test_fork_rollback_branches_and_log_graph(store: Run) -> None:
     first = store.json("store", "user.editor", "vim")["snapshot_id"]
     base = store.json("store", "user.pets", "dog")["snapshot_id"]
