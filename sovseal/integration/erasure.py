@@ -9,7 +9,7 @@ compaction rewrites the whole journal, so one call's purges share a single compa
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Mapping
+from collections.abc import Iterable, Mapping, Sequence
 from typing import Any
 
 from ..client import Sovseal
@@ -47,10 +47,11 @@ def deletion(options: Mapping[str, Any], default: bool) -> tuple[bool, str]:
 
 
 class Erasure:
-    """The purges of one erasing call: one ``Sovseal.purge(..., compact=False)`` per record path (and
-    per prefix of its part records), then one ``Sovseal.compact()`` at the end, because a compaction
-    rewrites the whole journal. Use as a context manager: the compaction runs on the way out, after
-    an error too (what was purged before it is compacted away).
+    """The purges of one erasing call: one ``Sovseal.purge(..., compact=False)`` per record (its path,
+    the prefix of its part records and any part named outside it: one redaction), then one
+    ``Sovseal.compact()`` at the end, because a compaction rewrites the whole journal. Use as a
+    context manager: the compaction runs on the way out, after an error too (what was purged before
+    it is compacted away).
 
     ``record(path, group, payload)`` erases every version of ``path`` on every branch, whether it is
     visible now or was deleted earlier, and every part record any version of it had (``payload``,
@@ -67,35 +68,30 @@ class Erasure:
         self._pending = False  # erased records whose sealed bytes the journal still holds
         self.erased = 0  # snapshots erased (every version of every record)
 
-    def purge(self, path: str | None = None, *, prefix: str | None = None) -> None:
-        """Erase every version of ``path`` (or of every path under ``prefix``); nothing there is no error."""
+    def purge(self, path: str | Sequence[str] | None = None, *, prefix: str | Sequence[str] | None = None) -> None:
+        """Erase every version of ``path`` and of every path under ``prefix`` (a path or prefix, or a
+        list of them) in one redaction. Nothing there, or nothing named (empty lists), is no error."""
+        paths = [path] if isinstance(path, str) else list(dict.fromkeys(path or ()))
+        prefixes = [prefix] if isinstance(prefix, str) else list(dict.fromkeys(prefix or ()))
+        if not paths and not prefixes:
+            return
         try:
-            result = self._client.purge(path, prefix=prefix, reason=self._reason, compact=False)
-        except UnknownPathError:
+            result = self._client.purge(paths or None, prefix=prefixes or None, reason=self._reason, compact=False)
+        except UnknownPathError:  # no version of any of them anywhere
             return
         self.erased += len(result.erased)
-        if result.compacted:  # the store compacted by itself (its threshold): everything so far is gone
-            self._pending = False
-        elif result.erased:
-            self._pending = True
+        self._pending = self._pending or bool(result.erased)
 
     def record(self, path: str, group: str, payload: Any = None) -> None:
         """Erase the record at ``path`` of ``group``, every version, and every part it ever had."""
-        self.purge(path)
         prefix = self._parts.record_prefix(group, path)
-        self.purge(prefix=prefix)
-        for part in self._parts.outside(payload, prefix):
-            self.purge(part)
+        self.purge([path, *self._parts.outside(payload, prefix)], prefix=prefix)
 
     def group(self, prefix: str, payloads: Iterable[Any] = ()) -> None:
         """Erase everything a group (a collection: its records are ``prefix``...) ever held, with
         every part of it; ``payloads``, the visible ones, name parts stored before the grouping."""
-        self.purge(prefix=prefix)
         parts = self._parts.group_prefix(prefix)
-        self.purge(prefix=parts)
-        for payload in payloads:
-            for part in self._parts.outside(payload, parts):
-                self.purge(part)
+        self.purge([part for payload in payloads for part in self._parts.outside(payload, parts)], prefix=[prefix, parts])
 
     def finish(self) -> None:
         """Compact once if anything purged is still in the journal."""

@@ -262,3 +262,29 @@ def test_erasing_a_group_and_one_compaction(mem: Sovseal) -> None:
     assert len(compactions) == 1 and nothing.erased == 0
     with pytest.raises(TypeError, match="reason"):
         Erasure(mem, PARTS, reason=3)  # type: ignore[arg-type]
+
+
+def test_a_record_and_every_part_it_ever_had_are_one_purge(mem: Sovseal) -> None:
+    first = _store_big(mem, "kit/doc", BIG)  # its parts under the record's prefix
+    # a later version whose parts sit elsewhere (as a value stored before parts were grouped by record):
+    # only its descriptor names them
+    second = _store_big(mem, "kit/doc", BIG + "v2", group="elsewhere/")
+    outside = PARTS.outside(second["payload"], PARTS.record_prefix("kit/", "kit/doc"))
+    assert outside and PARTS.paths(first["payload"])
+    mem.store("kit/keep", "keep me")
+    purges: list[tuple[object, object]] = []
+    real = mem.purge
+
+    def counted(path: object = None, **kwargs: object) -> object:
+        purges.append((path, kwargs["prefix"]))
+        return real(path, **kwargs)  # type: ignore[arg-type]
+
+    mem.purge = counted  # type: ignore[method-assign]
+    with Erasure(mem, PARTS, "asked") as erasure:
+        erasure.record("kit/doc", "kit/", second["payload"])
+        erasure.purge([])  # nothing named: nothing to do
+    assert purges == [(["kit/doc", *outside], [PARTS.record_prefix("kit/", "kit/doc")])]
+    parts = len(PARTS.paths(first["payload"])) + len(outside)
+    assert erasure.erased == 2 + parts
+    assert mem.paths() == ["kit/keep"]
+    assert [e.op for e in mem.log()].count("erased") == 2 + parts
