@@ -16,6 +16,8 @@ from langchain_core.vectorstores import VectorStore
 from langchain_core.vectorstores.utils import maximal_marginal_relevance
 
 from sovseal import LogEntry, Memory, Sovseal
+from sovseal.client import EmbedFn
+from sovseal.embed import Embedder
 from sovseal.embed.fingerprint import qualified_name
 from sovseal.integration import Erasure, HandleOwner, check_key, check_segment, deletion, index_text, open_handle
 
@@ -42,6 +44,7 @@ class _Embedder:
     """
 
     def __init__(self, embedding: Embeddings) -> None:
+        self.embedding = embedding
         self._inner: Callable[[list[str]], Any] = (
             embedding.embedder if isinstance(embedding, SovsealEmbeddings) else embedding.embed_documents
         )
@@ -62,6 +65,33 @@ class _Embedder:
         return np.asarray(self._inner(list(texts)), dtype=np.float32)
 
 
+class _HandleEmbeddings(Embeddings):
+    """A handle's ``embed(texts) -> vectors`` callable as a LangChain ``Embeddings`` (a query is
+    embedded as a one-text batch): what a store given ``client=`` embeds with."""
+
+    def __init__(self, embed: EmbedFn) -> None:
+        self._embed = embed
+
+    def embed_documents(self, texts: list[str]) -> list[list[float]]:
+        vectors: list[list[float]] = np.asarray(self._embed(list(texts)), dtype=np.float32).reshape(len(texts), -1).tolist()
+        return vectors
+
+    def embed_query(self, text: str) -> list[float]:
+        return self.embed_documents([text])[0]
+
+
+def _embeddings_of(client: Sovseal) -> Embeddings:
+    """The ``Embeddings`` of a shared handle's own model (``Sovseal.embedder``), so documents and
+    queries are embedded as the handle embeds its records: the LangChain model or the sovseal
+    ``Embedder`` it was opened with as itself (query embedding and caching kept), anything else wrapped."""
+    embed = client.embedder
+    if isinstance(embed, _Embedder):  # a handle another SovsealVectorStore opened
+        return embed.embedding
+    if isinstance(embed, Embedder):
+        return SovsealEmbeddings(embedder=embed)
+    return _HandleEmbeddings(embed)
+
+
 class SovsealVectorStore(HandleOwner, VectorStore):
     """A LangChain ``VectorStore`` on sovseal: encrypted at rest, lineage-tracked, replicated as ciphertext.
 
@@ -76,10 +106,13 @@ class SovsealVectorStore(HandleOwner, VectorStore):
     ``Document.metadata``; :meth:`get_memories` returns them.
 
     Args:
-        embedding: any LangChain ``Embeddings``; default :class:`SovsealEmbeddings` (on-device).
-        client: an open ``sovseal.Sovseal`` to use (this store then never closes it). Its embedder must be
-            the same model as ``embedding``. Without it, a handle is opened from ``path``, ``key`` and
-            ``client_kwargs`` (e.g. ``endpoint=``, ``api_key=`` for replication) and closed by :meth:`close`.
+        embedding: any LangChain ``Embeddings``; default :class:`SovsealEmbeddings` (on-device), or with
+            ``client=`` that client's own embedder (``client.embedder``).
+        client: an open ``sovseal.Sovseal`` to use (this store then never closes it). Without ``embedding``
+            the store embeds with the client's embedder, so its queries match the vectors of everything the
+            client stores; an ``embedding`` given must be that same model. Without ``client``, a handle is
+            opened from ``path``, ``key`` and ``client_kwargs`` (e.g. ``endpoint=``, ``api_key=`` for
+            replication) with ``embedding`` as its embedder, and closed by :meth:`close`.
         path: the sovseal store directory (default ``$SOVSEAL_HOME`` / ``~/.sovseal``).
         key: the store's 32-byte master key (default: the OS keychain).
         collection: the namespace of this store's documents.
@@ -124,18 +157,19 @@ class SovsealVectorStore(HandleOwner, VectorStore):
         self._erase_on_delete = erase_on_delete
         self._collection = check_segment(collection, "collection")
         self._prefix = f"{ROOT}/{collection}/"
-        self._embedding: Embeddings = embedding if embedding is not None else SovsealEmbeddings()
         if client_kwargs.get("embedder") is not None:
             raise ValueError("pass embedding= (a LangChain Embeddings); the store gives the sovseal handle its embedder")
-        # Only a handle this store opens gets this store's embeddings; a client passed in keeps its own.
+        # Only a handle this store opens gets this store's embeddings (else sovseal's default, the model
+        # of SovsealEmbeddings); a client passed in keeps its own.
         self._client, self._owns_client = open_handle(
             client,
             path=path,
             key=key,
-            embedder=_Embedder(self._embedding) if client is None else None,
+            embedder=_Embedder(embedding) if client is None and embedding is not None else None,
             branch=branch,
             client_kwargs=client_kwargs,
         )
+        self._embedding: Embeddings = embedding if embedding is not None else _embeddings_of(self._client)
         self._memory_type = memory_type
 
     # -- properties and lifecycle ------------------------------------------------------------

@@ -18,6 +18,7 @@ from langchain_sovseal.vectorstores import EMBED_BATCH
 
 from sovseal import Sovseal
 from sovseal.errors import CanonicalizationError, InvalidInputError, UnknownSnapshotError
+from tests.fakes import fake_embed
 
 
 class AxisEmbeddings(Embeddings):
@@ -232,6 +233,23 @@ def test_collections_share_a_store_without_mixing(store_dir: Path, key: bytes) -
         assert client.get("user.editor") is not None
     with pytest.raises(ValueError):
         SovsealVectorStore(AxisEmbeddings(), path=store_dir, key=key, collection="a/b")
+
+
+def test_a_client_without_embedding_embeds_with_its_own_embedder(store_dir: Path, key: bytes) -> None:
+    """client= alone: documents and queries are embedded with client.embedder (here a fake 32-d
+    model, not sovseal's default), so dense search and MMR match the client's vectors."""
+    with Sovseal(store_dir, key=key, embedder=fake_embed) as client:
+        store = SovsealVectorStore(client=client)
+        assert store.embeddings.embed_query("fig") == pytest.approx(fake_embed(["fig"])[0].tolist())
+        store.add_texts(["apple", "banana", "cherry"], ids=["a", "b", "c"])
+        client.store("note", "fig")  # embedded by the client itself: the same space
+        assert [d.id for d in store.similarity_search("banana", k=1)] == ["b"]
+        assert store.max_marginal_relevance_search("cherry", k=2, fetch_k=3)[0].id == "c"
+        assert client.recall_by_vector(store.embeddings.embed_query("fig"), k=1)[0].path == "note"
+        # a store that opened its handle lends that handle's embeddings to the next one sharing it
+        with SovsealVectorStore(AxisEmbeddings(), path=store_dir.parent / "axis", key=key) as first:
+            second = SovsealVectorStore(client=first.client, collection="other")
+            assert second.embeddings is first.embeddings
 
 
 def test_k_edge_cases(store: SovsealVectorStore) -> None:

@@ -5,8 +5,10 @@ from __future__ import annotations
 
 import asyncio
 import os
+from collections.abc import Sequence
 from pathlib import Path
 
+import numpy as np
 import pytest
 
 pytest.importorskip("llama_index.vector_stores.sovseal", reason="pip install -e integrations/llama-index-sovseal")
@@ -26,6 +28,7 @@ from llama_index.vector_stores.sovseal import SovsealVectorStore
 
 from sovseal import Sovseal
 from sovseal.errors import SovsealError
+from tests.fakes import fake_embed
 
 DOCS = [
     ("eiffel", "The Eiffel Tower is a wrought-iron lattice tower in Paris, France.", {"topic": "travel", "year": 2019}),
@@ -147,6 +150,25 @@ def test_collections_do_not_see_each_other(store_dir: Path, key: bytes, embed_mo
         assert [n.get_content() for n in hits] == ["apples and oranges"]
         b.clear()
         assert len(a.get_nodes()) == 1
+
+
+def test_a_client_alone_embeds_queries_with_its_own_embedder(store_dir: Path, key: bytes) -> None:
+    """client= without embedder=: MMR queries and candidates are embedded with client.embedder (a
+    fake 32-d model here, not sovseal's default), the model the client's vectors come from."""
+    embedded: list[list[str]] = []
+
+    def embed(texts: Sequence[str]) -> np.ndarray:
+        embedded.append(list(texts))
+        return fake_embed(texts)
+
+    with Sovseal(store_dir, key=key, embedder=embed) as client:
+        store = SovsealVectorStore(client)
+        store.add([TextNode(id_=name, text=name) for name in ("apples", "pears", "plums")])
+        embedded.clear()
+        query = VectorStoreQuery(query_str="pears", similarity_top_k=2, mode=VectorStoreQueryMode.MMR)
+        result = store.query(query)
+        assert embedded[0] == ["pears"]  # the query, by the client's model
+        assert result.ids[0] == "pears" and result.similarities[0] == pytest.approx(1.0, abs=1e-5)
 
 
 def test_hybrid_mode_finds_an_exact_rare_token(vector_store, embed_model) -> None:

@@ -63,33 +63,21 @@ def open_client(
     embedder: Any,
     client_kwargs: Mapping[str, Any] | None = None,
 ) -> tuple[Sovseal, Any, bool]:
-    """(client, the embedder its vectors come from or None for sovseal's default, whether we opened it).
+    """(client, the embedder for query embeddings, whether we opened the client).
 
-    A client opened here gets the embedder (default: sovseal's on-device model); a shared one keeps
-    its own, and ``embedder`` must name that same model for query embeddings to match."""
+    A client opened here gets ``embedder`` (default: sovseal's on-device model). Queries are embedded
+    with ``embedder`` when one is given, else with the client's own (``Sovseal.embedder``, what its
+    records were embedded with): a shared client needs no embedder passed again."""
     fn = embed_fn(embedder) if embedder is not None else None
-    if client is None and fn is None:
-        from sovseal.embed import Embedder
-
-        fn = Embedder()
     opened, owned = open_handle(client, path=path, key=key, embedder=fn if client is None else None, client_kwargs=client_kwargs)
-    return opened, fn, owned
+    return opened, fn if fn is not None else opened.embedder, owned
 
 
 class Queries:
-    """Query embedding with the same model the store's vectors come from."""
+    """Query and MMR candidate embeddings from the model the store's vectors come from."""
 
     def __init__(self, embedder: Any) -> None:
-        self._embedder = embedder
-
-    @property
-    def embedder(self) -> Any:
-        if self._embedder is None:
-            # The client came without an embedder: sovseal's default is this model, so its vectors match.
-            from sovseal.embed import Embedder
-
-            self._embedder = Embedder()
-        return self._embedder
+        self.embedder = embedder
 
     def query(self, text: str) -> np.ndarray:
         fn = getattr(self.embedder, "embed_query", None)

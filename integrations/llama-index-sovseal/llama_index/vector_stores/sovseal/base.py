@@ -63,8 +63,9 @@ class SovsealVectorStore(HandleOwner, BasePydanticVectorStore):
             e.g. ``endpoint=``/``api_key=`` for replication) and closed by :meth:`close`.
         embedder: what the store's vectors come from, used for query and MMR embeddings: a
             ``SovsealEmbedding``, a ``sovseal.embed.Embedder``, another LlamaIndex embedding, or
-            any ``embed(texts) -> vectors`` callable. With ``client=``, pass the embedder that client
-            was opened with (default: sovseal's on-device model, which is also the default here).
+            any ``embed(texts) -> vectors`` callable (default: sovseal's on-device model). With
+            ``client=``, the default is that client's own embedder (``client.embedder``, what it
+            embeds records with), so queries match its vectors without naming the model again.
         collection: nodes live under the path prefix ``llamaindex/{collection}/``; collections in
             one sovseal store never see each other's nodes.
         memory_type: the sovseal memory type of the records (sets recall's decay half-life).
