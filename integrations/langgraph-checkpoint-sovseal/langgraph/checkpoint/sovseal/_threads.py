@@ -112,16 +112,17 @@ class Thread:
         """Recompute where ``path`` is read from: the newest version any branch shows (two branches
         differ only after a checkpoint was stored again and the thread then forked from before it),
         ties to the live branch, then the writes branch."""
-        best: tuple[float, int, str, str] | None = None
+        best: tuple[float, int] | None = None
+        ref: _Ref | None = None
         for branch, view in self.views.items():
             if (found := view.get(path)) is not None:
-                rank = (-found[1], 0 if branch == self.live else 1 if branch == self.writes else 2, branch, found[0])
-                if best is None or rank[:2] < best[:2]:
-                    best = rank
-        if best is None:
+                rank = (-found[1], 0 if branch == self.live else 1 if branch == self.writes else 2)
+                if best is None or rank < best:
+                    best, ref = rank, _Ref(found[0], branch)
+        if ref is None:
             self.merged.pop(path, None)
         else:
-            self.merged[path] = _Ref(best[3], best[2])
+            self.merged[path] = ref
         parsed = parsed or parse_path(path)
         if parsed is None or parsed.kind == "part":
             return
@@ -129,7 +130,7 @@ class Thread:
             index, key = self.checkpoints.setdefault(parsed.ns, {}), parsed.checkpoint_id
         else:
             index, key = self.task_writes.setdefault((parsed.ns, parsed.checkpoint_id), {}), parsed.task_id or ""
-        if best is not None:
+        if ref is not None:
             ordered = self._sorted.get(parsed.ns)
             if parsed.kind == "checkpoint" and key not in index and ordered is not None:
                 if not ordered or key > ordered[-1]:
@@ -413,7 +414,8 @@ class Threads:
         view = self.view(branch)
         results = []
         if parent is not None or len(records) == 1:
-            results.append(view.store(records[0][0], records[0][1], parent=parent, if_heads=if_heads, **_RECORD))
+            path, payload = records[0]
+            results.append(view.store(path, payload, type="episodic", provenance="observed", index=False, parent=parent, if_heads=if_heads))
         if len(records) > len(results):
             results.extend(view.store_many([{"path": p, "payload": d, **_RECORD} for p, d in records[len(results) :]]))
         for (path, payload), result in zip(records, results, strict=True):
