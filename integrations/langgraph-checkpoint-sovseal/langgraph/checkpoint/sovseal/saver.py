@@ -478,8 +478,9 @@ class _SovsealSaverBase(BaseCheckpointSaver[str]):
                         # parts first: a record is stored after the parts it names
                         for path in sorted(t.record_paths(ns, checkpoint_id), key=lambda p: ("/part/" not in p, p)):
                             kept[t.writes if path.startswith(WRITES_ROOT) else t.live].append((path, self._s.open(t, path).payload))
-                if strategy == "keep_latest" and sum(map(len, t.views.values())) == sum(map(len, kept.values())):
-                    continue  # nothing to drop (archives included: they show what the live branch does not)
+                archived = any(t.views.get(b) for b in t.archives())
+                if strategy == "keep_latest" and not archived and sum(map(len, t.views.values())) == sum(map(len, kept.values())):
+                    continue  # nothing to drop
                 self._s.empty(t)
                 if strategy == "delete":
                     del self._s.threads[thread_id]
