@@ -134,12 +134,12 @@ class _SovsealSaverBase(BaseCheckpointSaver[str]):
 
     # -- reading --------------------------------------------------------------------------------------
 
-    def _metadata(self, t: Thread, path: str) -> tuple[dict[str, Any], tuple[str, bytes]]:
+    def _metadata(self, t: Thread, path: str, record: Opened | None = None) -> tuple[dict[str, Any], tuple[str, bytes]]:
         """The checkpoint's metadata (shared: read it, never change it) and its typed bytes."""
         sid = t.merged[path].sid
         cached = t.metadata.get(sid)
         if cached is None:
-            record = self._s.checked(t, path, "checkpoint")
+            record = record or self._s.checked(t, path, "checkpoint")
             typed_ = self._s.blob(t, path, "metadata", record, record.payload["blobs"].get("metadata"))
             decoded = self.serde.loads_typed(typed_)
             if not isinstance(decoded, dict):
@@ -147,9 +147,9 @@ class _SovsealSaverBase(BaseCheckpointSaver[str]):
             cached = t.metadata[sid] = (decoded, typed_)
         return cached
 
-    def _decoded(self, t: Thread, path: str) -> tuple[dict[str, Any], str | None]:
+    def _decoded(self, t: Thread, path: str, record: Opened | None = None) -> tuple[dict[str, Any], str | None]:
         """A stored checkpoint, decoded, and its parent's checkpoint id."""
-        record = self._s.checked(t, path, "checkpoint")
+        record = record or self._s.checked(t, path, "checkpoint")
         checkpoint = self.serde.loads_typed(self._s.blob(t, path, "checkpoint", record, record.payload["blobs"].get("checkpoint")))
         if not isinstance(checkpoint, dict):
             raise IntegrityError(f"the checkpoint in {path} is not a checkpoint; run verify()")
@@ -170,10 +170,11 @@ class _SovsealSaverBase(BaseCheckpointSaver[str]):
         path = t.checkpoints.get(ns, {}).get(checkpoint_id)
         if path is None:
             return None
-        metadata, metadata_typed = self._metadata(t, path)
+        record = self._s.checked(t, path, "checkpoint")  # opened (or rechecked) once for both
+        metadata, metadata_typed = self._metadata(t, path, record)
         if filter and not all(metadata.get(k) == v for k, v in filter.items()):
             return None
-        checkpoint, parent_id = self._decoded(t, path)
+        checkpoint, parent_id = self._decoded(t, path, record)
         if checkpoint.get("id") != checkpoint_id:
             raise IntegrityError(f"the checkpoint in {path} is not checkpoint {checkpoint_id}; run verify()")
         return CheckpointTuple(
