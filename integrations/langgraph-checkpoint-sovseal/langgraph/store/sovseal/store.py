@@ -511,13 +511,11 @@ class SovsealStore(BaseStore):
 
     def _erase(self, path: str) -> bool:
         """Purge every version of the item and of its value's parts, not compacting (the batch does)."""
-        erased = False
-        with contextlib.suppress(UnknownPathError):  # never stored
-            erased |= bool(self._h.purge(path, reason="langgraph store delete", compact=False).erased)
-        with contextlib.suppress(UnknownPathError):  # no part was ever stored
-            parts = part_path(path, VALUE_BLOB, 0).rsplit("/", 1)[0] + "/"
-            erased |= bool(self._h.purge(prefix=parts, reason="langgraph store delete", compact=False).erased)
-        return erased
+        parts = part_path(path, VALUE_BLOB, 0).rsplit("/", 1)[0] + "/"
+        try:
+            return bool(self._h.purge(path, prefix=parts, reason="langgraph store delete", compact=False).erased)
+        except UnknownPathError:  # never stored
+            return False
 
     # -- reads -----------------------------------------------------------------------------------
 
