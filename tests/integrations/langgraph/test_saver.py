@@ -13,6 +13,7 @@ from langgraph.checkpoint.base import empty_checkpoint
 from langgraph.checkpoint.base.id import uuid6
 from langgraph.checkpoint.sovseal import SovsealSaver
 from langgraph.checkpoint.sovseal._layout import (
+    archive_branch,
     checkpoint_path,
     live_branch,
     writes_branch,
@@ -229,3 +230,19 @@ def test_a_write_after_another_handle_deleted_the_thread_starts_it_again(saver_d
         second.put_writes(c, [("channel", "again")], "task")  # its checkpoint is gone: kept, as InMemorySaver keeps it
         assert second.get_tuple({"configurable": {"thread_id": "t"}}) is None
         assert first.verify("t").ok and second.verify("t").ok
+
+
+def test_a_fork_by_another_handle_is_found_with_its_archive(saver_dir: Path, key: bytes) -> None:
+    """A saver that indexed a thread before another handle time-travelled on it finds the archive
+    branch the fork made (by name: the live branch moved), so the abandoned future still lists."""
+    with SovsealSaver.open(saver_dir, key=key) as first, SovsealSaver.open(saver_dir, key=key) as second:
+        a = put(first, "t", step=0)
+        b = put(first, "t", a, step=1)
+        c = put(first, "t", b, step=2)
+        assert ids(second, "t") == [cid["configurable"]["checkpoint_id"] for cid in (c, b, a)]  # indexed
+        fork = put(first, "t", a, step=3)  # time travel: b and c stay readable on an archive branch
+        again = put(first, "t", b, step=4)  # and again: the future with `fork` goes to a second archive
+        expected = sorted(x["configurable"]["checkpoint_id"] for x in (a, b, c, fork, again))
+        assert sorted(ids(second, "t")) == sorted(ids(first, "t")) == expected
+        assert [x for x in second.verify("t").branches if ":fork:" in x] == [archive_branch("t", 1), archive_branch("t", 2)]
+        assert second.get_tuple({"configurable": {"thread_id": "t"}}).config == again
