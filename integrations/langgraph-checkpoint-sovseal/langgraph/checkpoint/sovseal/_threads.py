@@ -76,6 +76,8 @@ class Thread:
         self.checkpoints: dict[str, dict[str, str]] = {}  # ns -> checkpoint id -> path
         self._sorted: dict[str, list[str]] = {}  # ns -> its checkpoint ids in order (built on demand)
         self.task_writes: dict[tuple[str, str], dict[str, str]] = {}  # (ns, checkpoint id) -> task -> path
+        # Every saver path on the thread's chains, visible or not: what deleting the thread purges.
+        self.written: set[str] = set()
         # snapshot id -> (decoded metadata, for filters; its typed bytes): kept by the saver
         self.metadata: dict[str, tuple[dict[str, Any], tuple[str, bytes]]] = {}
 
@@ -106,6 +108,7 @@ class Thread:
 
     def show(self, branch: str, path: str, sid: str, parsed: Parsed | None = None) -> None:
         self.views.setdefault(branch, {})[path] = (sid, time.time())
+        self.written.add(path)
         self.remerge(path, parsed)
 
     def remerge(self, path: str, parsed: Parsed | None = None) -> None:
@@ -228,8 +231,10 @@ class Threads:
         for entry in entries:
             if entry.path not in seen:
                 seen.add(entry.path)
-                if entry.op == "store" and parse_path(entry.path) is not None:
-                    view[entry.path] = (entry.snapshot_id, entry.created_at.timestamp())
+                if parse_path(entry.path) is not None:
+                    t.written.add(entry.path)
+                    if entry.op == "store":
+                        view[entry.path] = (entry.snapshot_id, entry.created_at.timestamp())
         t.heads[branch], t.views[branch] = heads, view
         return True
 

@@ -60,7 +60,6 @@ from ._layout import (
     pack_blobs,
     parse_branch,
     parse_path,
-    thread_prefixes,
     writes_branch,
     writes_path,
 )
@@ -389,12 +388,14 @@ class _SovsealSaverBase(BaseCheckpointSaver[str]):
         reaches (``copy_thread`` shares them) stay until that thread lets them go too."""
         self.prune([thread_id], strategy="delete")
 
-    def _erase_unreachable(self, threads: set[str]) -> None:
-        """Purge the records under these threads' paths that no branch reaches any more. Their bytes
+    def _erase_unreachable(self, paths: set[str]) -> None:
+        """Purge the versions of these paths (all a thread's chains ever held) that no branch reaches
+        any more: those another thread shares (``copy_thread``) stay. By path, not by prefix: a
+        prefix would start the handle's recall catalog, a decrypt of the whole store. Their bytes
         leave the disk at the next compaction (``compact()``, or by itself past the threshold):
         rewriting the journal on every delete would make each one cost the whole store."""
-        prefixes = [p for thread in sorted(threads) for p in thread_prefixes(thread)]
-        self._s.handle.purge(prefix=prefixes, unreachable=True, reason="langgraph delete_thread", compact=False)
+        if paths:
+            self._s.handle.purge(sorted(paths), unreachable=True, reason="langgraph delete_thread", compact=False)
 
     def delete_for_runs(self, run_ids: Sequence[str]) -> None:
         self._guard()
@@ -452,7 +453,7 @@ class _SovsealSaverBase(BaseCheckpointSaver[str]):
                 for other in heads[1:]:
                     if other is not None:
                         self._s.load(dst, self._s.new_archive(dst, other))
-            dst.metadata = dict(src.metadata)
+            dst.metadata, dst.written = dict(src.metadata), set(src.written)
             dst.derive()
             self._s.threads[target] = dst
 
@@ -472,7 +473,7 @@ class _SovsealSaverBase(BaseCheckpointSaver[str]):
                 t = self._s.get(thread_id)
                 if t is None:
                     continue
-                threads = {thread_id} | {p.thread_id for view in t.views.values() for path in view if (p := parse_path(path))}
+                written = set(t.written)
                 kept: dict[str, list[tuple[str, Any]]] = {t.live: [], t.writes: []}
                 for ns in t.checkpoints if strategy == "keep_latest" else ():
                     for checkpoint_id in self._delta_chain(t, ns, t.ordered(ns)[-1]):
@@ -492,7 +493,7 @@ class _SovsealSaverBase(BaseCheckpointSaver[str]):
                     if kept[t.writes]:
                         self._s.ensure(t, t.writes)
                         self._s.append(t, t.writes, [(p, self._rebound(t, d)) for p, d in kept[t.writes]])
-                self._erase_unreachable(threads)  # what the delete or the re-root let go
+                self._erase_unreachable(written)  # what the delete or the re-root let go
 
     @staticmethod
     def _rebound(t: Thread, payload: Any) -> Any:
