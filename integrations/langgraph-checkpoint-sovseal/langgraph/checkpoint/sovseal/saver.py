@@ -116,10 +116,9 @@ class _SovsealSaverBase(BaseCheckpointSaver[str]):
 
     def __init__(self, sovseal: Sovseal, *, serde: SerializerProtocol | None = None) -> None:
         super().__init__(serde=serde)
-        handle = getattr(sovseal, "sync", sovseal)  # an AsyncSovseal exposes its sync handle
-        if not isinstance(handle, Sovseal):
+        if not isinstance(sovseal, Sovseal):
             raise TypeError(f"{type(self).__name__} needs a sovseal.Sovseal handle, got {type(sovseal).__name__}")
-        self._s = Threads(handle)
+        self._s = Threads(sovseal)
 
     @property
     def sovseal(self) -> Sovseal:

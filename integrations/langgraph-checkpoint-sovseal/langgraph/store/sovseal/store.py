@@ -221,10 +221,9 @@ class SovsealStore(BaseStore):
         if not isinstance(erase_on_delete, bool):
             raise TypeError(f"erase_on_delete must be a bool, got {type(erase_on_delete).__name__}")
         self.erase_on_delete = erase_on_delete
-        handle = getattr(sovseal, "sync", sovseal)
-        if not isinstance(handle, Sovseal):
+        if not isinstance(sovseal, Sovseal):
             raise TypeError(f"SovsealStore needs a sovseal.Sovseal handle, got {type(sovseal).__name__}")
-        self._h = handle
+        self._h = handle = sovseal
         self._lock = threading.RLock()
         self._owned = False
         self.index_config: IndexConfig | None = None
