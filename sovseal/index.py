@@ -71,12 +71,9 @@ IVF_MIN_ROWS = 8_000
 #: rows in the probed lists, and gathering this many rows costs about 1 ms from memory.
 EXACT_MAX_ALLOWED = 4_000
 #: Lists probed per search, as a fraction of the lists, and at least IVF_MIN_PROBE. The minimum
-#: decides below about 210k vectors (1,265 lists at 100k, 1,789 at 200k): on MiniLM vectors 64 of
-#: 400 lists (10k) give recall@10 0.978 against exact search for real queries, 48 only 0.960
-#: (docs/recall.md). Above, 3 % of the lists: on the 1M benchmark store (mixtures of real MiniLM
-#: vectors with noise, harder than real ones) recall@10 0.985 against 0.992 at 5 %, with the
-#: sketch scan 40 % shorter (search 1.19 against 1.99 ms; 200k: 1.000 either way).
-IVF_PROBE_FRACTION = 0.03
+#: decides below about 80k vectors (1,265 lists at 100k): on MiniLM vectors 64 of 400 lists (10k)
+#: give recall@10 0.978 against exact search for real queries, 48 only 0.960 (docs/recall.md).
+IVF_PROBE_FRACTION = 0.05
 IVF_MIN_PROBE = 64
 #: Seconds after opening from a snapshot before the mapped matrix is made resident in the
 #: background (a process that lives that long will search it again: see _warm).
