@@ -165,7 +165,12 @@ def books(vector_store):
 def test_every_operator(shelf, name, filters, expected) -> None:
     if not any(isinstance(item, MetadataFilters) for item in filters.filters):  # LlamaIndex's evaluator does not nest
         reference = build_metadata_filter_fn(BOOKS.__getitem__, filters)
-        assert {b for b in BOOKS if reference(b)} == expected, "LlamaIndex's own evaluator"
+        answered = {b for b in BOOKS if reference(b)}
+        if name == "nin-missing-field" and answered == expected - {"hobbit"}:
+            # llama-index-core 0.14.16 (the package's lower bound) left out a node that lacks the field
+            # under `nin`; 0.14.25 matches it, as `ne` always did and as sovseal does: the newer answer.
+            answered |= {"hobbit"}
+        assert answered == expected, "LlamaIndex's own evaluator"
     assert {n.node_id for n in shelf.get_nodes(filters=filters)} == expected, "get_nodes"
     found = shelf.query(VectorStoreQuery(query_str="a book", similarity_top_k=len(BOOKS), filters=filters))
     assert set(found.ids) == expected, "query"
