@@ -689,8 +689,10 @@ class Sovseal:
             raise InvalidInputError(f"limit must be a non-negative integer or None; got {limit!r}")
         from .recall import parse_filter
 
-        chosen = self._recall_engine().select(self._branch_arg(branch), parse_filter(filter))
-        return [self._memory(self._store.open(idx)) for idx, _ in chosen[:limit]]
+        tree, name, engine = parse_filter(filter), self._branch_arg(branch), self._recall_engine()
+        engine.wait_ready()  # before the store's lock: the catalog loads under it
+        with self._store.reading():  # one hold: a purge or compaction cannot come between choosing and opening
+            return [self._memory(self._store.open(idx)) for idx, _ in engine.select(name, tree)[:limit]]
 
     def recheck(self, *snapshot_ids: str) -> None:
         """Check that records are still the bytes that were authenticated, without decrypting them.
