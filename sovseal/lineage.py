@@ -154,6 +154,34 @@ class NodeTable:
             found = [i for i in range(self._base) if column[i * ID_LEN : (i + 1) * ID_LEN] in path_hashes]
         return found + [n.idx for n in self._tail if n.path_hash in path_hashes]
 
+    def reinforcement(self, nodes: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+        """(reinforce count, decay start) of each of ``nodes``: the start is when the node was last
+        reinforced, else its creation time (:mod:`sovseal.recall.params`).
+
+        Recall reads this for its few hundred candidates on every query; a checkpoint's nodes are
+        read from their columns, so no Node objects are made for it. A made node's object is the
+        truth for its mutable fields, and the nodes since the checkpoint are objects anyway.
+        """
+        import numpy as np
+
+        counts = np.zeros(len(nodes), dtype=np.float64)
+        start = np.zeros(len(nodes), dtype=np.float64)
+        base = self._base
+        if base:
+            old = nodes < base
+            at = nodes[old]
+            c = self._columns
+            counts[old] = c["n.rcount"][at]
+            last = c["n.rlast"][at]
+            start[old] = np.where(np.isnan(last), c["n.hlc"][at] / 1e6, last)
+        made, tail = self._made, self._tail
+        for i, idx in enumerate(nodes.tolist()):
+            node = made.get(idx) if idx < base else tail[idx - base]
+            if node is not None:
+                counts[i] = node.reinforce_count
+                start[i] = node.created_at if node.last_reinforced is None else node.last_reinforced
+        return counts, start
+
     def _make(self, idx: int) -> Node:
         c = self._columns  # numpy arrays: only a restored table has any
         start, end = int(c["n.mp_ends"][idx - 1]) if idx else 0, int(c["n.mp_ends"][idx])

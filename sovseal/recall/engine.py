@@ -42,7 +42,7 @@ from ..store import CHECKPOINT_EVERY, CHECKPOINT_ON_CLOSE
 from . import text
 from .catalog import Catalog
 from .filters import Filter
-from .keyword import KeywordIndex
+from .keyword import KeywordIndex, QueryScores
 from .params import RecallParams
 
 if TYPE_CHECKING:
@@ -100,7 +100,6 @@ class RecallEngine:
         self._hwm = 0  # every node below this is in the catalog
         self._queries: OrderedDict[str, np.ndarray] = OrderedDict()
         self._views: dict[bytes, _View] = {}
-        self._reinforcement = _Reinforcement()
         self._pairs = _PairCosines()
         self._ready = threading.Event()
         self.restored = False  # the catalog came from the store's checkpoint
@@ -464,14 +463,7 @@ class RecallEngine:
             bm = None
             kw_nodes = np.zeros(0, dtype=np.int64)
         else:
-            held, scores = self.keywords.sparse_scores(terms, size, p.bm25_k1, p.bm25_b)
-            keep = allowed[held]  # BM25 among the allowed records (every term scores > 0)
-            bm = _SparseScores(held[keep], scores[keep])
-            hits, hit_scores = bm.nodes, bm.scores
-            if len(hits) > want:
-                best = np.argpartition(-hit_scores, want - 1)[:want]
-                hits, hit_scores = hits[best], hit_scores[best]
-            kw_nodes = hits[np.lexsort((hits, -hit_scores))]
+            kw_nodes, bm = self.keywords.best(terms, size, p.bm25_k1, p.bm25_b, allowed, want)  # BM25 among the allowed
         scorer = _Scorer(p, index, vector, dense, kw_nodes, bm)
         if p.fusion == "dense":
             candidates = dense.nodes
@@ -553,7 +545,7 @@ class RecallEngine:
         p = self.params
         with self._lock:
             types = self.catalog.type_code[pool]
-            counts, last = self._reinforcement.read(lineage, pool)
+            counts, last = lineage.nodes.reinforcement(pool)
         # by type code; the code -1 (no known type) picks the last entry, the semantic half-life
         halves = np.array([p.half_life_days[t] for t in MEMORY_TYPES] + [p.half_life_days["semantic"]])
         half = halves[types]
@@ -563,44 +555,6 @@ class RecallEngine:
             score = score * np.minimum(p.reinforcement_cap, 1.0 + p.reinforcement_weight * np.log1p(counts))
         top = np.lexsort((-pool, -score))[:k]
         return [(self._store.open(n), s) for n, s in zip(pool[top].tolist(), score[top].tolist(), strict=True)]
-
-
-class _Reinforcement:
-    """Each node's reinforce count and the time decay counts from (last reinforced, else created),
-    read from the lineage's nodes once and kept while no reinforcement can have happened.
-
-    A reinforcement (from this handle or another process) is applied to the lineage together with
-    its event id, so the number of events the lineage has seen grows with each one: while it is
-    unchanged, what was read is current. Then a recall reads only nodes it has not read before
-    instead of its whole pool of candidates.
-    """
-
-    def __init__(self) -> None:
-        self._lineage: Lineage | None = None
-        self._events = -1
-        self.counts = np.zeros(0, dtype=np.float64)
-        self.last = np.zeros(0, dtype=np.float64)
-        self._read = np.zeros(0, dtype=bool)
-
-    def read(self, lineage: Lineage, pool: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-        """(reinforce count, decay start) of each node of ``pool`` (the caller holds the store's lock)."""
-        size = len(lineage.nodes)
-        if self._lineage is not lineage or self._events != len(lineage.events):
-            self._lineage, self._events = lineage, len(lineage.events)
-            self._read[:] = False
-        if len(self._read) < size:
-            grow = max(size, 2 * len(self._read), 1024)
-            self.counts = np.concatenate([self.counts, np.zeros(grow - len(self.counts))])
-            self.last = np.concatenate([self.last, np.zeros(grow - len(self.last))])
-            self._read = np.concatenate([self._read, np.zeros(grow - len(self._read), dtype=bool)])
-        unread = pool[~self._read[pool]]
-        if len(unread):
-            nodes = lineage.nodes
-            picked = [nodes[i] for i in unread.tolist()]
-            self.counts[unread] = [n.reinforce_count for n in picked]
-            self.last[unread] = [n.created_at if n.last_reinforced is None else n.last_reinforced for n in picked]
-            self._read[unread] = True
-        return self.counts[pool], self.last[pool]
 
 
 class _PairCosines:
@@ -640,24 +594,6 @@ class _PairCosines:
         return near, far
 
 
-class _SparseScores:
-    """BM25 of the few records that hold a query term (nodes ascending), read as if it were an
-    array over every node: 0 for any other."""
-
-    __slots__ = ("nodes", "scores")
-
-    def __init__(self, nodes: np.ndarray, scores: np.ndarray) -> None:
-        self.nodes, self.scores = nodes, scores
-
-    def __getitem__(self, nodes: np.ndarray) -> np.ndarray:
-        out = np.zeros(len(nodes), dtype=np.float32)
-        if len(self.nodes):
-            at = np.minimum(np.searchsorted(self.nodes, nodes), len(self.nodes) - 1)
-            found = self.nodes[at] == nodes
-            out[found] = self.scores[at[found]]
-        return out
-
-
 class _Scorer:
     """One query's base score of any node (see :mod:`sovseal.recall.params`): its cosine read
     from the dense search (or computed where that search did not score it) and its BM25 among the
@@ -670,7 +606,7 @@ class _Scorer:
         vector: np.ndarray,
         dense: Dense,
         kw_nodes: np.ndarray,
-        bm: _SparseScores | None,
+        bm: QueryScores | None,
     ) -> None:
         self.params, self.index, self.vector, self.dense = params, index, vector, dense
         self.kw_nodes, self.bm = kw_nodes, bm  # bm: BM25 among the allowed records, 0 elsewhere

@@ -77,7 +77,7 @@ class KeywordIndex:
         return np.concatenate(parts_nodes), np.concatenate(parts_tfs)
 
     def _contributions(self, term: str, k1: float, b: float) -> tuple[np.ndarray, np.ndarray] | None:
-        """The nodes holding ``term`` and the BM25 score it gives each of them."""
+        """The nodes holding ``term`` (ascending) and the BM25 score it gives each of them."""
         stats = (self.documents, self._total, k1, b)  # documents grow whenever postings do
         cached = self._cache.get(term)
         if cached is None or cached[0] != stats:
@@ -85,6 +85,9 @@ class KeywordIndex:
             if found is None:
                 return None
             held, tf = found
+            if len(held) > 1 and not bool((held[1:] > held[:-1]).all()):  # added out of node order
+                order = np.argsort(held, kind="stable")
+                held, tf = held[order], tf[order]
             average = max(self._total / self.documents, 1e-9)
             df = len(held)
             idf = math.log(1.0 + (self.documents - df + 0.5) / (df + 0.5))
@@ -92,44 +95,46 @@ class KeywordIndex:
             cached = self._cache[term] = (stats, held, (idf * (k1 + 1.0)) * tf / (tf + norm))
         return cached[1], cached[2]
 
-    def scores(self, terms: list[str], size: int, k1: float, b: float) -> np.ndarray:
-        """BM25 of every node below ``size`` for the query ``terms`` (0 where nothing matches)."""
-        out = np.zeros(size, dtype=np.float32)
-        if not self.documents:
-            return out
-        for term in dict.fromkeys(terms):  # distinct, in order
-            found = self._contributions(term, k1, b)
-            if found is None:
-                continue
-            nodes, score = found
-            if self._top >= size:  # only when the caller asks about fewer nodes than were added
-                keep = nodes < size
-                nodes, score = nodes[keep], score[keep]
-            np.add.at(out, nodes, score)  # one call; the same float32 sums as out[nodes] += score
-        return out
+    def best(
+        self, terms: list[str], size: int, k1: float, b: float, allowed: np.ndarray, want: int
+    ) -> tuple[np.ndarray, QueryScores]:
+        """The ``want`` allowed nodes below ``size`` with the highest BM25 for the query ``terms``
+        (best first, ties by node), and the query's BM25 of any node (0 where it holds no query
+        term or is not allowed).
 
-    def sparse_scores(self, terms: list[str], size: int, k1: float, b: float) -> tuple[np.ndarray, np.ndarray]:
-        """(nodes, BM25) of the nodes below ``size`` that hold a query term, nodes ascending: what
-        :meth:`scores` holds where it is not 0, without an array over every node (a million-record
-        store then pays for its postings, not for its size). The same float32 sums, term by term."""
+        Scores are float32 sums, term by term in query order. Where the query's postings are few
+        against the store, they are merged sparsely (a store of a million records then pays for
+        its postings, not its size); where they are many (common terms in a large store: half a
+        million postings for a dozen terms), they are added into one array over the nodes, a
+        sequential pass per term, since each term's postings are sorted by node.
+        """
         found = []
         for term in dict.fromkeys(terms):  # distinct, in order
             pair = self._contributions(term, k1, b) if self.documents else None
             if pair is not None:
                 nodes, score = pair
-                if self._top >= size:
-                    keep = nodes < size
-                    nodes, score = nodes[keep], score[keep]
+                if self._top >= size:  # only when the caller asks about fewer nodes than were added
+                    end = int(np.searchsorted(nodes, size))
+                    nodes, score = nodes[:end], score[:end]
                 found.append((nodes, score))
-        if not found:
-            return np.zeros(0, dtype=np.int64), np.zeros(0, dtype=np.float32)
-        held, where = np.unique(np.concatenate([n for n, _ in found]), return_inverse=True)
-        out = np.zeros(len(held), dtype=np.float32)
-        start = 0
-        for nodes, score in found:  # term by term, as scores() adds them
-            np.add.at(out, where[start : start + len(nodes)], score)
-            start += len(nodes)
-        return held, out
+        mask = allowed[:size] if len(allowed) >= size else np.concatenate([allowed, np.zeros(size - len(allowed), dtype=bool)])
+        if sum(len(nodes) for nodes, _ in found) * _DENSE_SHARE >= size:
+            dense = np.zeros(size, dtype=np.float32)
+            for nodes, score in found:
+                np.add.at(dense, nodes, score)
+            np.multiply(dense, mask, out=dense)
+            held = _contenders(dense, found, want)
+            values = dense[held]
+            scores = QueryScores(dense=dense)
+        else:
+            held, values = _merged(found)
+            keep = mask[held]
+            held, values = held[keep], values[keep]
+            scores = QueryScores(sparse=(held, values))
+        if len(held) > want:  # the want-th best score, and every node that ties it
+            keep = values >= np.partition(values, len(values) - want)[len(values) - want]
+            held, values = held[keep], values[keep]
+        return held[np.lexsort((held, -values))][:want], scores
 
     def erase(self, nodes: list[int]) -> None:
         """Remove erased records' postings, and every term only they held (a term is plaintext too).
@@ -194,3 +199,59 @@ class KeywordIndex:
         index._length[: len(length)] = length
         index.documents, index._total, index._top = (int(v) for v in arrays["k.stats"])
         return index
+
+
+#: A query whose postings number at least 1/_DENSE_SHARE of the nodes is scored in an array over
+#: the nodes (see KeywordIndex.best): from there on merging them sparsely costs more.
+_DENSE_SHARE = 16
+
+
+def _merged(found: list[tuple[np.ndarray, np.ndarray]]) -> tuple[np.ndarray, np.ndarray]:
+    """The distinct nodes of the terms' postings (ascending) and their scores summed term by term."""
+    if not found:
+        return np.zeros(0, dtype=np.int64), np.zeros(0, dtype=np.float32)
+    held, where = np.unique(np.concatenate([nodes for nodes, _ in found]), return_inverse=True)
+    out = np.zeros(len(held), dtype=np.float32)
+    start = 0
+    for nodes, score in found:
+        np.add.at(out, where[start : start + len(nodes)], score)
+        start += len(nodes)
+    return held, out
+
+
+def _contenders(dense: np.ndarray, found: list[tuple[np.ndarray, np.ndarray]], want: int) -> np.ndarray:
+    """The nodes of ``dense`` (scores, 0 for none) that may be among the ``want`` best, ascending.
+
+    The ``want``-th best score among the nodes of the rarest terms is a floor for the ``want``-th
+    best of all: only nodes at or above it are returned, found in one comparison pass instead of
+    listing every node that scores (hundreds of thousands for common terms)."""
+    seed = np.zeros(0, dtype=np.int64)
+    for nodes, _ in sorted(found, key=lambda pair: len(pair[0])):  # rarest first
+        seed = np.union1d(seed, nodes) if len(seed) else nodes
+        values = dense[seed]
+        values = values[values > 0]
+        if len(values) >= want:
+            return np.flatnonzero(dense >= np.partition(values, len(values) - want)[len(values) - want])
+    return np.flatnonzero(dense)
+
+
+class QueryScores:
+    """One query's BM25 of any node: an array over the nodes, or the few nodes that score (ascending)
+    and their scores. Either holds only allowed nodes; any other node scores 0."""
+
+    __slots__ = ("_dense", "_sparse")
+
+    def __init__(self, *, dense: np.ndarray | None = None, sparse: tuple[np.ndarray, np.ndarray] | None = None) -> None:
+        self._dense, self._sparse = dense, sparse
+
+    def __getitem__(self, nodes: np.ndarray) -> np.ndarray:
+        out = np.zeros(len(nodes), dtype=np.float32)
+        if self._dense is not None:
+            inside = (nodes >= 0) & (nodes < len(self._dense))
+            out[inside] = self._dense[nodes[inside]]
+        elif self._sparse is not None and len(self._sparse[0]):
+            held, values = self._sparse
+            at = np.minimum(np.searchsorted(held, nodes), len(held) - 1)
+            found = held[at] == nodes
+            out[found] = values[at[found]]
+        return out
