@@ -810,7 +810,8 @@ class VectorIndex:
         since the build, and the rows not yet placed in a list (None: fewer than ``limit`` of
         the rows scanned are allowed; the caller searches exactly).
 
-        One dot product per run of adjacent probed lists (a slice of the matrix, never a copy);
+        One dot product per run of probed lists that lie next to each other or close (a slice of
+        the matrix, never a copy);
         which rows are allowed is checked once over all of them. The runs are worked out in plain
         Python: for some 64 lists that is a dozen numpy calls fewer, and right after a query
         embedding has flushed the CPU caches each numpy call costs several microseconds. With a

@@ -1,9 +1,9 @@
 """The keyword index: BM25 over the catalog's records, in memory only.
 
 Postings grow by appending (a record is added once, when it is first seen); those a checkpoint
-restored stay in its flat arrays (one slice per term), those added since in per-term arrays. A query scores the
-postings of its distinct terms into one array over all nodes, so filtering by visibility and by a
-filter is one vectorised mask. Collection statistics (number of records, average length, document
+restored stay in its flat arrays (one slice per term), those added since in per-term arrays. A query
+scores the postings of its distinct terms (see :meth:`KeywordIndex.best`) and keeps the allowed
+records (visible at HEAD, and passing a filter) with one vectorised mask. Collection statistics (number of records, average length, document
 frequency) are over every record the catalog holds, on every branch and shadowed or not: they are
 cheap to keep exact under appends, and differ from HEAD-only statistics only where many records
 are shadowed.
@@ -122,10 +122,9 @@ class KeywordIndex:
             dense = np.zeros(size, dtype=np.float32)
             for nodes, score in found:
                 np.add.at(dense, nodes, score)
-            np.multiply(dense, mask, out=dense)
-            held = _contenders(dense, found, want)
+            held = _contenders(dense, mask, found, want)
             values = dense[held]
-            scores = QueryScores(dense=dense)
+            scores = QueryScores(dense=dense, allowed=mask)
         else:
             held, values = _merged(found)
             keep = mask[held]
@@ -219,35 +218,41 @@ def _merged(found: list[tuple[np.ndarray, np.ndarray]]) -> tuple[np.ndarray, np.
     return held, out
 
 
-def _contenders(dense: np.ndarray, found: list[tuple[np.ndarray, np.ndarray]], want: int) -> np.ndarray:
-    """The nodes of ``dense`` (scores, 0 for none) that may be among the ``want`` best, ascending.
+def _contenders(dense: np.ndarray, allowed: np.ndarray, found: list[tuple[np.ndarray, np.ndarray]], want: int) -> np.ndarray:
+    """The allowed nodes of ``dense`` (scores, 0 for none) that may be among the ``want`` best, ascending.
 
-    The ``want``-th best score among the nodes of the rarest terms is a floor for the ``want``-th
-    best of all: only nodes at or above it are returned, found in one comparison pass instead of
-    listing every node that scores (hundreds of thousands for common terms)."""
+    The ``want``-th best score among the allowed nodes of the rarest terms is a floor for the
+    ``want``-th best of all: only nodes at or above it are returned, found in one comparison pass
+    instead of listing every node that scores (hundreds of thousands for common terms)."""
     seed = np.zeros(0, dtype=np.int64)
     for nodes, _ in sorted(found, key=lambda pair: len(pair[0])):  # rarest first
         seed = np.union1d(seed, nodes) if len(seed) else nodes
-        values = dense[seed]
-        values = values[values > 0]
+        values = dense[seed[allowed[seed]]]
         if len(values) >= want:
-            return np.flatnonzero(dense >= np.partition(values, len(values) - want)[len(values) - want])
-    return np.flatnonzero(dense)
+            above = np.flatnonzero(dense >= np.partition(values, len(values) - want)[len(values) - want])
+            kept: np.ndarray = above[allowed[above]]
+            return kept
+    held = np.flatnonzero(dense)
+    scoring: np.ndarray = held[allowed[held]]
+    return scoring
 
 
 class QueryScores:
-    """One query's BM25 of any node: an array over the nodes, or the few nodes that score (ascending)
-    and their scores. Either holds only allowed nodes; any other node scores 0."""
+    """One query's BM25 of any node: an array over the nodes with the mask of the allowed ones, or the
+    few allowed nodes that score (ascending) and their scores. A node not allowed scores 0."""
 
-    __slots__ = ("_dense", "_sparse")
+    __slots__ = ("_allowed", "_dense", "_sparse")
 
-    def __init__(self, *, dense: np.ndarray | None = None, sparse: tuple[np.ndarray, np.ndarray] | None = None) -> None:
-        self._dense, self._sparse = dense, sparse
+    def __init__(
+        self, *, dense: np.ndarray | None = None, allowed: np.ndarray | None = None, sparse: tuple[np.ndarray, np.ndarray] | None = None
+    ) -> None:
+        self._dense, self._allowed, self._sparse = dense, allowed, sparse
 
     def __getitem__(self, nodes: np.ndarray) -> np.ndarray:
         out = np.zeros(len(nodes), dtype=np.float32)
-        if self._dense is not None:
+        if self._dense is not None and self._allowed is not None:
             inside = (nodes >= 0) & (nodes < len(self._dense))
+            inside[inside] = self._allowed[nodes[inside]]
             out[inside] = self._dense[nodes[inside]]
         elif self._sparse is not None and len(self._sparse[0]):
             held, values = self._sparse
