@@ -3,10 +3,10 @@
 Postings grow by appending (a record is added once, when it is first seen); those a checkpoint
 restored stay in its flat arrays (one slice per term), those added since in per-term arrays. A query
 scores the postings of its distinct terms (see :meth:`KeywordIndex.best`) and keeps the allowed
-records (visible at HEAD, and passing a filter) with one vectorised mask. Collection statistics (number of records, average length, document
-frequency) are over every record the catalog holds, on every branch and shadowed or not: they are
-cheap to keep exact under appends, and differ from HEAD-only statistics only where many records
-are shadowed.
+records (visible at HEAD, and passing a filter) with one vectorised mask. Collection statistics
+(number of records, average length, document frequency) are over every record the catalog holds,
+on every branch and shadowed or not: they are cheap to keep exact under appends, and differ from
+HEAD-only statistics only where many records are shadowed.
 
     idf(t)   = ln(1 + (N − df(t) + 0.5) / (df(t) + 0.5))
     bm25(n)  = Σ_t idf(t) × tf(t, n) × (k1 + 1) / (tf(t, n) + k1 × (1 − b + b × len(n) / avg len))

@@ -7,6 +7,7 @@ import time
 from collections.abc import Iterator
 from pathlib import Path
 
+import numpy as np
 import pytest
 
 from sovseal import Sovseal
@@ -270,3 +271,37 @@ def test_lineage_context_is_gated_by_how_coherent_the_chain_is(tmp_path: Path, k
         assert gate == 1.0
     else:
         assert gate < 0.35  # no more alike than random pairs, up to sampling noise
+
+
+def test_reinforcement_is_read_from_a_checkpoints_columns_as_from_its_nodes(mem: Sovseal, store_dir: Path, key: bytes) -> None:
+    """Recall reads each candidate's reinforcement count and decay start with ``NodeTable.reinforcement``:
+    from the checkpoint's columns for the nodes it restored (no Node objects made), from the
+    objects for nodes made since (whose fields a later reinforcement changes) and for new ones."""
+    for path in ("notes.alpha", "notes.bravo", "notes.charlie"):
+        mem.store(path, f"{path} prefers dark mode")
+    for _ in range(2):
+        assert mem.store("notes.alpha", "notes.alpha prefers dark mode").reinforced
+    mem._store.write_checkpoint()
+    mem.close()
+    with Sovseal(store_dir, key=key, embedder=fake_embed) as again:
+        with again._store.reading() as lineage:
+            table = lineage.nodes
+            assert table._base == len(table) == 3  # every node restored from the checkpoint's columns
+            everything = np.arange(len(table))
+            counts, starts = table.reinforcement(everything)  # before this test makes a Node object
+            made = [table[int(i)] for i in everything]
+            assert counts.tolist() == [n.reinforce_count for n in made]
+            assert starts.tolist() == [n.created_at if n.last_reinforced is None else n.last_reinforced for n in made]
+            assert counts.max() == 2
+        assert again.store("notes.bravo", "notes.bravo prefers dark mode").reinforced  # a made node changes
+        again.store("notes.delta", "notes.delta prefers dark mode")  # a node past the checkpoint
+        with again._store.reading() as lineage:
+            table = lineage.nodes
+            everything = np.arange(len(table))
+            counts, starts = table.reinforcement(everything)
+            nodes = [table[int(i)] for i in everything]
+            assert counts.tolist() == [n.reinforce_count for n in nodes]
+            assert starts.tolist() == [n.created_at if n.last_reinforced is None else n.last_reinforced for n in nodes]
+            assert sorted(counts.tolist()) == [0, 0, 1, 2]
+        again.recall_params = KEYWORD  # equal texts for BM25: reinforcement decides
+        assert again.recall("dark mode", k=2)[0].path == "notes.alpha"
