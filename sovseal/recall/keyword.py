@@ -124,12 +124,12 @@ class KeywordIndex:
                 np.add.at(dense, nodes, score)
             held = _contenders(dense, mask, found, want)
             values = dense[held]
-            scores = QueryScores(dense=dense, allowed=mask)
+            scores: QueryScores = DenseScores(dense, mask)
         else:
             held, values = _merged(found)
             keep = mask[held]
             held, values = held[keep], values[keep]
-            scores = QueryScores(sparse=(held, values))
+            scores = SparseScores(held, values)
         if len(held) > want:  # the want-th best score, and every node that ties it
             keep = values >= np.partition(values, len(values) - want)[len(values) - want]
             held, values = held[keep], values[keep]
@@ -237,26 +237,39 @@ def _contenders(dense: np.ndarray, allowed: np.ndarray, found: list[tuple[np.nda
     return scoring
 
 
-class QueryScores:
-    """One query's BM25 of any node: an array over the nodes with the mask of the allowed ones, or the
-    few allowed nodes that score (ascending) and their scores. A node not allowed scores 0."""
+class SparseScores:
+    """One query's BM25 as the few allowed nodes that score (ascending) and their scores; any other node scores 0."""
 
-    __slots__ = ("_allowed", "_dense", "_sparse")
+    __slots__ = ("held", "values")
 
-    def __init__(
-        self, *, dense: np.ndarray | None = None, allowed: np.ndarray | None = None, sparse: tuple[np.ndarray, np.ndarray] | None = None
-    ) -> None:
-        self._dense, self._allowed, self._sparse = dense, allowed, sparse
+    def __init__(self, held: np.ndarray, values: np.ndarray) -> None:
+        self.held, self.values = held, values
 
     def __getitem__(self, nodes: np.ndarray) -> np.ndarray:
         out = np.zeros(len(nodes), dtype=np.float32)
-        if self._dense is not None and self._allowed is not None:
-            inside = (nodes >= 0) & (nodes < len(self._dense))
-            inside[inside] = self._allowed[nodes[inside]]
-            out[inside] = self._dense[nodes[inside]]
-        elif self._sparse is not None and len(self._sparse[0]):
-            held, values = self._sparse
-            at = np.minimum(np.searchsorted(held, nodes), len(held) - 1)
-            found = held[at] == nodes
-            out[found] = values[at[found]]
+        if len(self.held):
+            at = np.minimum(np.searchsorted(self.held, nodes), len(self.held) - 1)
+            found = self.held[at] == nodes
+            out[found] = self.values[at[found]]
         return out
+
+
+class DenseScores:
+    """One query's BM25 as an array over the nodes and the mask of the allowed ones (the mask is
+    applied to the nodes asked for, not to the whole array); a node not allowed scores 0."""
+
+    __slots__ = ("allowed", "dense")
+
+    def __init__(self, dense: np.ndarray, allowed: np.ndarray) -> None:
+        self.dense, self.allowed = dense, allowed
+
+    def __getitem__(self, nodes: np.ndarray) -> np.ndarray:
+        out = np.zeros(len(nodes), dtype=np.float32)
+        inside = (nodes >= 0) & (nodes < len(self.dense))
+        inside[inside] = self.allowed[nodes[inside]]
+        out[inside] = self.dense[nodes[inside]]
+        return out
+
+
+#: What :meth:`KeywordIndex.best` returns besides the top nodes: the query's BM25 of any node.
+QueryScores = SparseScores | DenseScores
