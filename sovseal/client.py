@@ -14,7 +14,7 @@ import logging
 import os
 import threading
 from collections import defaultdict
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from datetime import UTC, datetime
 from typing import TYPE_CHECKING, Any
 
@@ -95,6 +95,8 @@ class _Shared:
         self.lock = threading.Lock()
         self.listeners: dict[str, list[Callable[..., None]]] = defaultdict(list)
         self.closed = False  # close() ran (the storage may also have closed itself after a lost batch)
+        #: Per thread, inside batch(): the index work of its writes, done once the batch is durable.
+        self.batching = threading.local()
 
 
 _ITEM_KEYS = frozenset({"path", "payload", "metadata", "type", "provenance", "text", "index"})
@@ -509,8 +511,7 @@ class Sovseal:
         elif indexed:
             embedded = self._embed([memory_text(entries[i]) for i in indexed])
             rows = dict(zip(indexed, embedded, strict=True))
-        if self.replication is not None:
-            self.replication.wait_for_room()  # backpressure: the outbox is over max_outbox_bytes
+        self._backpressure()
         appended = self._store.append_many(self.branch, entries)
         return [self._indexed(entry, done, rows.get(i)) for i, (entry, done) in enumerate(zip(entries, appended, strict=True))]
 
@@ -518,20 +519,61 @@ class Sovseal:
         self, entry: Entry, vector: np.ndarray | None, parent: str | None, if_heads: dict[str, str | frozenset[str]] | None = None
     ) -> StoreResult:
         """Append one checked entry durably, then index it (its vector, its keywords)."""
-        if self.replication is not None:
-            self.replication.wait_for_room()  # backpressure: the outbox is over max_outbox_bytes
+        self._backpressure()
         return self._indexed(entry, self._store.append(self.branch, entry, parent=parent, if_heads=if_heads), vector)
 
+    def _backpressure(self) -> None:
+        """Block while the replication outbox is over ``max_outbox_bytes`` (not inside :meth:`batch`,
+        which waited once before taking the lock the outbox drains through)."""
+        if self.replication is not None and getattr(self._shared.batching, "pending", None) is None:
+            self.replication.wait_for_room()
+
+    @contextlib.contextmanager
+    def batch(self) -> Iterator[None]:
+        """``with``: the writes this thread makes inside, through this handle or its views, share one fsync at the end.
+
+        A writer with several writes to acknowledge at once (the LangGraph saver's group commit)
+        pays for one fsync instead of one each. Nothing written inside is durable before the block
+        ends, so acknowledge none of it before then; other threads' reads and writes of this store
+        wait until it ends, so nobody sees a write before it is durable, and the indexes take the
+        writes only once they are. If the closing fsync fails, everything written inside is cut off
+        and the handle closes (StorageError). A batch inside a batch joins the outer one.
+        """
+        self._check_open()
+        batching = self._shared.batching
+        if getattr(batching, "pending", None) is not None:
+            yield
+            return
+        self._backpressure()
+        pending: list[tuple[Entry, Appended, np.ndarray | None]] = []
+        batching.pending = pending
+        try:
+            with self._store.unsynced_batch():
+                yield
+        finally:
+            batching.pending = None
+            if not self._store.closed:  # the fsync went through (a failed one closes the storage), even if the block raised
+                for entry, appended, vector in pending:
+                    self._index(entry, appended, vector)
+
     def _indexed(self, entry: Entry, appended: Appended | None, vector: np.ndarray | None) -> StoreResult:
-        """Hand a durable record to the indexes (its vector, its keywords)."""
+        """Hand a durable record to the indexes (its vector, its keywords), or, inside :meth:`batch`,
+        once the batch is durable."""
         assert appended is not None  # nosec B101 -- type narrowing: only a delete can append nothing
+        pending = getattr(self._shared.batching, "pending", None)
+        if pending is None:
+            self._index(entry, appended, vector)
+        else:
+            pending.append((entry, appended, vector))
+        return StoreResult(appended.snapshot_id, replicated=False, reinforced=appended.reinforced)
+
+    def _index(self, entry: Entry, appended: Appended, vector: np.ndarray | None) -> None:
         vectors = None if vector is None else self._index_if_current(int(vector.shape[0]))  # None: another model's index
         if vector is not None and vectors is not None and vectors.missing([appended.node.idx]):
             vectors.add([appended.node.idx], vector[None, :])
         recaller = self._shared.recaller
         if recaller is not None:  # not started yet: its first load reads this record from the journal
             recaller.added(appended.node, entry)
-        return StoreResult(appended.snapshot_id, replicated=False, reinforced=appended.reinforced)
 
     def delete(self, path: str) -> StoreResult | None:
         """Append a tombstone: ``path`` stops being visible; its history stays in the lineage.
@@ -540,8 +582,7 @@ class Sovseal:
         delete is harmless.
         """
         self._check_open()
-        if self.replication is not None:
-            self.replication.wait_for_room()  # backpressure: the outbox is over max_outbox_bytes
+        self._backpressure()
         entry = make_entry("delete", path)
         appended = self._store.append(self.branch, entry)
         if appended is None:
@@ -555,8 +596,7 @@ class Sovseal:
         if isinstance(paths, (str, bytes)) or not isinstance(paths, Sequence):
             raise InvalidInputError("delete_many takes a list of paths")
         entries = [make_entry("delete", path) for path in paths]
-        if self.replication is not None:
-            self.replication.wait_for_room()  # backpressure: the outbox is over max_outbox_bytes
+        self._backpressure()
         appended = self._store.append_many(self.branch, entries)
         return [None if done is None else StoreResult(done.snapshot_id, replicated=False) for done in appended]
 

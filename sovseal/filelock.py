@@ -19,13 +19,26 @@ from .errors import LockTimeoutError
 
 
 class WriterLock:
+    """An inter-process lock (``flock`` on ``path``), reentrant: a store's batch holds its writer lock
+    across writes that take it again, and only the outermost release lets it go. One object is used
+    by one thread at a time (a store's under the store's mutex, the others made per use), so the
+    depth needs no lock of its own."""
+
     def __init__(self, path: Path, timeout: float) -> None:
         self.path = path
         self.timeout = timeout
         self._fd = os.open(path, os.O_RDWR | os.O_CREAT, 0o600)
+        self._depth = 0
 
     def acquire(self) -> None:
         """Take the lock, polling with backoff until ``timeout``; then raise LockTimeoutError."""
+        if self._depth:
+            self._depth += 1
+            return
+        self._take()
+        self._depth = 1
+
+    def _take(self) -> None:
         try:
             fcntl.flock(self._fd, fcntl.LOCK_EX | fcntl.LOCK_NB)  # the usual case: free, no clock read
             return
@@ -47,7 +60,9 @@ class WriterLock:
                 pause = min(pause * 2, 0.05)
 
     def release(self) -> None:
-        fcntl.flock(self._fd, fcntl.LOCK_UN)
+        self._depth -= 1
+        if self._depth == 0:
+            fcntl.flock(self._fd, fcntl.LOCK_UN)
 
     def close(self) -> None:
         if self._fd >= 0:

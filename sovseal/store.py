@@ -184,6 +184,7 @@ class LocalStore:
         self._journal = Journal(directory / _JOURNAL, self.sealing.journal_key, read_only=self.read_only)
         self._flock = None if self.read_only else WriterLock(directory / _LOCK, lock_timeout)
         self._mutex = threading.RLock()
+        self._batches = 0  # unsynced batches the mutex holder is inside: its appends wait for the outermost's fsync
         self._lineage = Lineage()
         self._end = 0
         self._last_frame = 0  # where the last frame before _end starts (0: none yet)
@@ -725,8 +726,9 @@ class LocalStore:
 
     # -- writing -------------------------------------------------------------------------
 
-    def _append(self, frames: list[fr.Frame], *, sync: bool = True) -> None:
-        """Append ``frames`` in one write (fsynced unless ``sync=False``) and apply them to the lineage.
+    def _append(self, frames: list[fr.Frame]) -> None:
+        """Append ``frames`` in one write and apply them to the lineage; fsynced at once, or, inside
+        :meth:`unsynced_batch`, by the batch's one fsync at its end.
 
         Each record frame is tagged for the place it takes (:meth:`Journal.tag`). The caller holds
         the writer lock and has caught up, so the journal ends at ``self._end``: the frames are
@@ -742,7 +744,7 @@ class LocalStore:
             )
         first = self._journal.next_seq(self._end)
         bodies = [self._encode(frame, first + i) for i, frame in enumerate(frames)]
-        start = self._journal.append(bodies, sync=sync, expect=self._end)
+        start = self._journal.append(bodies, sync=not self._batches, expect=self._end)
         self._check_still_there()
         offset = max(start, JOURNAL_HEADER.size)  # a new journal's header went in the same write
         for frame, body in zip(frames, bodies, strict=True):
@@ -786,7 +788,7 @@ class LocalStore:
         with self._writing():
             if if_heads:
                 self._check_heads(if_heads)
-            return self._append_entry(branch_name, entry, parent, sync=True)
+            return self._append_entry(branch_name, entry, parent)
 
     def _check_heads(self, if_heads: Mapping[str, str | frozenset[str]]) -> None:
         """HeadMovedError unless each named branch's HEAD is the snapshot given, or (a set of ids) its
@@ -810,12 +812,16 @@ class LocalStore:
         the durability of its own fsync at a fraction of the cost. If an entry fails, the ones
         before it are still made durable and the error propagates: a batch keeps a prefix.
         """
-        with self._unsynced_batch():
-            return [self._append_entry(branch_name, entry, None, sync=False) for entry in entries]
+        with self.unsynced_batch():
+            return [self._append_entry(branch_name, entry, None) for entry in entries]
 
     @contextmanager
-    def _unsynced_batch(self) -> Iterator[None]:
-        """Hold the writer lock for appends made with ``sync=False``; fsync them once at the end.
+    def unsynced_batch(self) -> Iterator[None]:
+        """``with``: hold the mutex and the writer lock; every append inside waits for one fsync at the end.
+
+        Nothing written inside is durable before the block ends, so the caller acknowledges none of
+        it before then; other threads' reads and writes wait on the mutex meanwhile, so nobody sees
+        a write before it is durable. A batch inside another adds its appends to the outer one's fsync.
 
         If that fsync fails the batch may never reach the disk, yet this handle has already
         applied it (and would skip it on a retry as "already here"): it is cut off and the handle
@@ -825,20 +831,23 @@ class LocalStore:
         try:
             with self._writing():
                 start = self._end
+                self._batches += 1
                 try:
                     yield
                 finally:
-                    try:
-                        self._journal.sync()
-                    except StorageError:
-                        self._journal.cut_back(start)
-                        lost_batch = True
-                        raise
+                    self._batches -= 1
+                    if not self._batches:
+                        try:
+                            self._journal.sync()
+                        except StorageError:
+                            self._journal.cut_back(start)
+                            lost_batch = True
+                            raise
         finally:
             if lost_batch:
                 self.close()
 
-    def _append_entry(self, branch_name: str, entry: Entry, parent: str | None, *, sync: bool) -> Appended | None:
+    def _append_entry(self, branch_name: str, entry: Entry, parent: str | None) -> Appended | None:
         """The body of :meth:`append`; the caller holds the writer lock.
 
         Without ``parent`` the record goes on *every* head of the branch: its parents are all their
@@ -865,7 +874,7 @@ class LocalStore:
                 frame = fr.ReinforceFrame(self._tick(), nodes[visible].wire_id, b"")
                 event = canonicalize({"reinforce": self.sid_of(visible), "at": frame.at})
                 sealed = self.sealing.seal(event, self.sealing.reinforce_aad(frame))
-                self._append([dataclasses.replace(frame, sealed_event=sealed)], sync=sync)
+                self._append([dataclasses.replace(frame, sealed_event=sealed)])
                 return Appended(nodes[visible], self.sid_of(visible), reinforced=True)
         sid = snapshot_id(canonical, self.sid_of(targets[0]) if len(targets) == 1 else parent_ids(self.sid_of(t) for t in targets))
         wire = self.wire_id(sid)
@@ -873,7 +882,7 @@ class LocalStore:
         if existing is not None:
             # Same entry on the same parents: the snapshot already exists (a retried store, or a
             # replay after rollback). Ids are deterministic, so HEAD moves to it; nothing is duplicated.
-            self._append([self._branch_frame(fr.BranchReason.ADVANCE, branch_name, existing)], sync=sync)
+            self._append([self._branch_frame(fr.BranchReason.ADVANCE, branch_name, existing)])
             return Appended(nodes[existing], sid, reinforced=False)
         parents = tuple([nodes[t].wire_id for t in targets])
         replaces = branch.replaceable
@@ -887,7 +896,7 @@ class LocalStore:
         aad = record_fields_aad(self.sealing.key_id, wire, parents, flags, hlc, branch.branch_id, path_hash, after)
         sealed = self.sealing.seal(canonical, aad)
         record = fr.RecordFrame(op, hlc, wire, parents, branch.branch_id, path_hash, sealed_sid, sealed, flags, after)
-        self._append([record], sync=sync)
+        self._append([record])
         idx = self._lineage.by_wire[wire]
         self._sids[idx] = sid
         return Appended(nodes[idx], sid, reinforced=False)
@@ -1155,7 +1164,7 @@ class LocalStore:
         kept as they came, so this device never re-encrypts them. Items already present are
         skipped, so a pull can be repeated safely.
         """
-        with self._unsynced_batch():
+        with self.unsynced_batch():
             for position, item in enumerate(items):
                 try:
                     frame = self._from_wire(item)
@@ -1164,9 +1173,9 @@ class LocalStore:
                 if frame is None:
                     continue
                 if isinstance(frame, fr.RecordFrame) and frame.wire_id in self._lineage.by_wire:
-                    self._append([frame], sync=False)  # another version: this device's own may still be unsent
+                    self._append([frame])  # another version: this device's own may still be unsent
                 else:
-                    self._append([frame, fr.AckFrame((bytes.fromhex(item.id),))], sync=False)
+                    self._append([frame, fr.AckFrame((bytes.fromhex(item.id),))])
         return []
 
     def _holds_version(self, wire: bytes, sealed: bytes) -> bool:

@@ -50,6 +50,7 @@ from sovseal import Sovseal
 from sovseal.errors import HeadMovedError, IntegrityError, UnknownBranchError
 
 from ._common import RECORD_BLOB_CHARS, no_embedding
+from ._group import GroupCommit
 from ._layout import (
     FORMAT,
     WRITES_ROOT,
@@ -119,6 +120,7 @@ class _SovsealSaverBase(BaseCheckpointSaver[str]):
         if not isinstance(sovseal, Sovseal):
             raise TypeError(f"{type(self).__name__} needs a sovseal.Sovseal handle, got {type(sovseal).__name__}")
         self._s = Threads(sovseal)
+        self._group = GroupCommit(self._s.lock, sovseal.batch)
 
     @property
     def sovseal(self) -> Sovseal:
@@ -236,12 +238,15 @@ class _SovsealSaverBase(BaseCheckpointSaver[str]):
         # Encoded before the lock, so this runs while another operation of the handle waits on the disk.
         new_path = checkpoint_path(thread_id, ns, checkpoint_id)
         args = (ns, checkpoint_id, get_checkpoint_id(config), blobs, new_path, pack_blobs(new_path, blobs))
-        with self._s.lock:
+
+        def write() -> None:
             t = self._s.threads.get(thread_id)
             if t is None or t.live not in t.heads or not self._put_record(t, *args, fresh=False):
                 t = self._s.get(thread_id, create=True, only=live_branch(thread_id))
                 assert t is not None  # nosec B101 -- type narrowing: create=True always returns a thread
                 self._put_record(t, *args, fresh=True)
+
+        self._group.run(write)
         return _config(thread_id, ns, checkpoint_id)
 
     def _put_record(
@@ -304,7 +309,8 @@ class _SovsealSaverBase(BaseCheckpointSaver[str]):
         new_path = writes_path(thread_id, ns, checkpoint_id, task_id)
         first_pack = pack_blobs(new_path, {f"w{k}": typed_value for k, (_, typed_value) in incoming.items()})
         args = (ns, checkpoint_id, task_id, task_path, incoming, new_path, first_pack)
-        with self._s.lock:
+
+        def write() -> None:
             t = self._s.threads.get(thread_id)
             if t is None or t.writes not in t.heads or not self._put_writes_record(t, *args, fresh=False):
                 t = self._s.get(thread_id, create=True, only=writes_branch(thread_id))
@@ -312,6 +318,8 @@ class _SovsealSaverBase(BaseCheckpointSaver[str]):
                 if t.writes not in t.heads:
                     self._s.ensure(t, t.writes)
                 self._put_writes_record(t, *args, fresh=True)
+
+        self._group.run(write)
 
     def _put_writes_record(
         self, t: Thread, ns: str, checkpoint_id: str, task_id: str, task_path: str, incoming: dict[int, tuple[str, tuple[str, bytes]]],

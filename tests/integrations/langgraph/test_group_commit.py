@@ -1,0 +1,145 @@
+"""Group commit: saver writes queued behind a write in progress share its successor's fsync, each is
+durable when its call returns, and one write's failure is its own."""
+
+from __future__ import annotations
+
+import os
+import threading
+import time
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
+from pathlib import Path
+
+import pytest
+from langgraph.checkpoint.sovseal import SovsealSaver
+from langgraph.checkpoint.sovseal._group import GroupCommit
+
+from .checkpoints import put
+
+WAIT = 10.0
+
+
+def _until(condition: Callable[[], bool]) -> None:
+    deadline = time.monotonic() + WAIT
+    while not condition():
+        assert time.monotonic() < deadline, "the writers did not queue up"
+        time.sleep(0.005)
+
+
+def test_writes_queued_behind_a_slow_fsync_share_the_next_one(saver_dir: Path, key: bytes, monkeypatch: pytest.MonkeyPatch) -> None:
+    with SovsealSaver.open(saver_dir, key=key) as saver:
+        config = put(saver, "t", n=1)
+        saver.put_writes(config, [("ch", "warm")], "warm")  # the writes branch exists: what follows is writes alone
+        real_fsync = os.fsync
+        synced: list[int] = []
+        in_fsync, release = threading.Event(), threading.Event()
+
+        def held(fd: int) -> None:  # the first fsync waits until the others have queued behind it
+            synced.append(fd)
+            if len(synced) == 1:
+                in_fsync.set()
+                release.wait(WAIT)
+            real_fsync(fd)
+
+        monkeypatch.setattr(os, "fsync", held)
+        errors: list[BaseException] = []
+
+        def write(task: str) -> None:
+            try:
+                saver.put_writes(config, [("ch", f"from {task}")], task)
+            except BaseException as exc:  # noqa: BLE001 - reported by the assertion below
+                errors.append(exc)
+
+        first = threading.Thread(target=write, args=("task-0",))
+        first.start()
+        assert in_fsync.wait(WAIT)
+        queued = [threading.Thread(target=write, args=(f"task-{i}",)) for i in range(1, 7)]
+        for thread in queued:
+            thread.start()
+        _until(lambda: len(saver._group._queue) == 6)
+        release.set()
+        for thread in [first, *queued]:
+            thread.join(WAIT)
+        monkeypatch.undo()
+        assert errors == []
+        assert len(synced) == 2, f"7 writes: the first's fsync and one for the 6 queued behind it, got {len(synced)}"
+    with SovsealSaver.open(saver_dir, key=key) as again:
+        found = again.get_tuple({"configurable": {"thread_id": "t"}})
+        assert found is not None
+        assert sorted(v for _, _, v in found.pending_writes) == sorted(["warm"] + [f"from task-{i}" for i in range(7)])
+
+
+class _Batch:
+    """Stands in for ``Sovseal.batch`` (the saver test above uses the real one): counts batches and
+    raises ``fail`` when one ends or ``refuse`` when one starts."""
+
+    def __init__(self, fail: BaseException | None = None, refuse: BaseException | None = None) -> None:
+        self.count = 0
+        self.fail, self.refuse = fail, refuse
+
+    @contextmanager
+    def __call__(self) -> Iterator[None]:
+        if self.refuse is not None:
+            raise self.refuse
+        self.count += 1
+        yield
+        if self.fail is not None:
+            raise self.fail
+
+
+def _run(group: GroupCommit, later: list[Callable[[], object]]) -> list[object]:
+    """A first write holds the lock until ``later`` have queued; every write's value or exception, in order."""
+    started, gate = threading.Event(), threading.Event()
+
+    def first() -> object:
+        started.set()
+        gate.wait(WAIT)
+        return "first"
+
+    works = [first, *later]
+    outcomes: list[object] = [None] * len(works)
+
+    def call(i: int) -> None:
+        try:
+            outcomes[i] = group.run(works[i])
+        except BaseException as exc:  # noqa: BLE001 - compared by the tests
+            outcomes[i] = exc
+
+    threads = [threading.Thread(target=call, args=(i,)) for i in range(len(works))]
+    threads[0].start()
+    assert started.wait(WAIT)
+    for thread in threads[1:]:
+        thread.start()
+    _until(lambda: len(group._queue) == len(later))
+    gate.set()
+    for thread in threads:
+        thread.join(WAIT)
+    return outcomes
+
+
+def test_the_leader_makes_the_writes_queued_meanwhile_in_its_batch_and_a_failing_one_fails_alone() -> None:
+    batch = _Batch()
+    boom = ValueError("this write is refused")
+
+    def refused() -> object:
+        raise boom
+
+    outcomes = _run(GroupCommit(threading.RLock(), batch), [lambda: 1, refused, lambda: 3])
+    assert outcomes == ["first", 1, boom, 3]
+    assert batch.count == 1
+
+
+def test_when_the_batch_fsync_fails_every_write_in_it_fails() -> None:
+    lost = OSError("the fsync failed")
+    outcomes = _run(GroupCommit(threading.RLock(), _Batch(fail=lost)), [lambda: 1, lambda: 2])
+    assert outcomes == [lost, lost, lost]
+
+
+def test_a_batch_that_cannot_start_fails_the_write_that_tried_and_the_rest_try_again() -> None:
+    batch = _Batch(refuse=RuntimeError("closed"))
+    group = GroupCommit(threading.RLock(), batch)
+    with pytest.raises(RuntimeError, match="closed"):
+        group.run(lambda: 1)
+    assert not group._queue  # nothing left behind for a later leader
+    batch.refuse = None
+    assert group.run(lambda: 2) == 2
