@@ -192,7 +192,7 @@ JOBS = [
     Job(
         "langgraph",
         "integrations/langgraph-checkpoint-sovseal/bench/bench_langgraph.py",
-        ["--n", "200", "--runs", "6"],
+        ["--n", "200", "--runs", "20"],
         ["--n", "20", "--runs", "2", "--steps", "10"],
         peers=True,
         packages=("langgraph-checkpoint-sovseal", "langgraph", "langgraph-checkpoint", "langgraph-checkpoint-sqlite"),

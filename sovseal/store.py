@@ -302,7 +302,13 @@ class LocalStore:
                 "opened with read_only=True); nothing was stored. Reads, recall, verify and export work; to write, copy "
                 "the store to a writable place and open the copy",
             )
-        return Exclusive(self._mutex, self._flock, lambda: self._catch_up(owner=True))
+        return Exclusive(self._mutex, self._flock, self._caught_up)
+
+    def _caught_up(self) -> None:
+        """Catch up on taking the writer lock; inside a batch this thread has held it all along, so
+        nothing can have changed since the batch caught up."""
+        if not self._batches:
+            self._catch_up(owner=True)
 
     @contextmanager
     def reading(self) -> Iterator[Lineage]:
