@@ -9,14 +9,17 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import contextvars
+import functools
 import itertools
 import logging
 import os
 import threading
 from collections import defaultdict
-from collections.abc import Callable, Iterator, Mapping, Sequence
+from collections.abc import AsyncIterator, Callable, Iterator, Mapping, Sequence
+from concurrent.futures import ThreadPoolExecutor
 from datetime import UTC, datetime
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, TypeVar
 
 from .entries import Entry, make_entry, memory_text
 from .errors import (
@@ -27,6 +30,7 @@ from .errors import (
     SovsealError,
     StorageError,
     StoreClosedError,
+    UnknownBranchError,
     UnknownPathError,
 )
 from .frames import Op
@@ -276,8 +280,13 @@ class Sovseal:
         """
         self._check_open()
         name = self.branch if branch is None else branch
-        with self._store.reading():
-            self._store.branch(name)  # an unknown branch fails here
+        try:
+            # Without the lock first: a view is made on an event loop too (AsyncSovseal.view), where
+            # waiting for a batch another task holds would block the loop that batch waits on.
+            self._store.branch(name)
+        except UnknownBranchError:
+            with self._store.reading():  # made by another process since this handle last caught up?
+                self._store.branch(name)  # an unknown branch fails here
         other = object.__new__(type(self))
         other.__dict__.update(self.__dict__)
         other.branch, other._is_view = name, True
@@ -1214,6 +1223,11 @@ def _unreachable(lineage: Lineage) -> list[int]:
     return [idx for idx in range(len(lineage.nodes)) if idx not in reached]
 
 
+#: Inside ``AsyncSovseal.batch()``: the storage it holds and the one worker thread its calls run in.
+_ASYNC_BATCH: contextvars.ContextVar[tuple[LocalStore, ThreadPoolExecutor] | None] = contextvars.ContextVar("sovseal_batch", default=None)
+_R = TypeVar("_R")
+
+
 class AsyncSovseal:
     """``Sovseal`` with ``await``: each call runs in a worker thread so the event loop never blocks."""
 
@@ -1228,6 +1242,36 @@ class AsyncSovseal:
     def embedder(self) -> EmbedFn:
         return self._sync.embedder
 
+    async def _call(self, fn: Callable[..., _R], /, *args: Any, **kwargs: Any) -> _R:
+        """Run a call of the sync handle in a worker thread: inside :meth:`batch`, in the batch's own."""
+        held = _ASYNC_BATCH.get()
+        if held is not None and held[0] is self._sync._store:
+            return await asyncio.get_running_loop().run_in_executor(held[1], functools.partial(fn, *args, **kwargs))
+        return await asyncio.to_thread(fn, *args, **kwargs)
+
+    @contextlib.asynccontextmanager
+    async def batch(self) -> AsyncIterator[None]:
+        """``async with``: :meth:`Sovseal.batch`. The calls this task (and tasks it starts) makes inside,
+        through this handle or its views, run in one worker thread that holds the batch."""
+        held = _ASYNC_BATCH.get()
+        if held is not None and held[0] is self._sync._store:  # a batch inside a batch joins it
+            yield
+            return
+        loop = asyncio.get_running_loop()
+        with ThreadPoolExecutor(max_workers=1, thread_name_prefix="sovseal-batch") as worker:
+            batch = self._sync.batch()
+            await loop.run_in_executor(worker, batch.__enter__)
+            token = _ASYNC_BATCH.set((self._sync._store, worker))
+            try:
+                yield
+            except BaseException as exc:
+                _ASYNC_BATCH.reset(token)
+                if not await loop.run_in_executor(worker, batch.__exit__, type(exc), exc, exc.__traceback__):
+                    raise
+            else:
+                _ASYNC_BATCH.reset(token)
+                await loop.run_in_executor(worker, batch.__exit__, None, None, None)
+
     def view(self, branch: str | None = None) -> AsyncSovseal:
         """Another handle on this open store with its own current branch (see ``Sovseal.view``)."""
         other = object.__new__(AsyncSovseal)
@@ -1235,103 +1279,103 @@ class AsyncSovseal:
         return other
 
     async def ready(self) -> None:
-        await asyncio.to_thread(self._sync.ready)
+        await self._call(self._sync.ready)
 
     async def store(self, path: str, payload: Any, **kwargs: Any) -> StoreResult:
-        return await asyncio.to_thread(self._sync.store, path, payload, **kwargs)
+        return await self._call(self._sync.store, path, payload, **kwargs)
 
     async def store_many(self, items: Sequence[Mapping[str, Any]], *, vectors: Any = None) -> list[StoreResult]:
-        return await asyncio.to_thread(self._sync.store_many, items, vectors=vectors)
+        return await self._call(self._sync.store_many, items, vectors=vectors)
 
     async def recall(self, query: str, **kwargs: Any) -> list[Memory]:
-        return await asyncio.to_thread(self._sync.recall, query, **kwargs)
+        return await self._call(self._sync.recall, query, **kwargs)
 
     async def get(self, path: str, *, branch: str | None = None) -> Memory | None:
-        return await asyncio.to_thread(self._sync.get, path, branch=branch)
+        return await self._call(self._sync.get, path, branch=branch)
 
     async def paths(self, prefix: str = "", *, branch: str | None = None) -> list[str]:
-        return await asyncio.to_thread(self._sync.paths, prefix, branch=branch)
+        return await self._call(self._sync.paths, prefix, branch=branch)
 
     async def find(self, filter: Mapping[str, Any] | None = None, *, branch: str | None = None, limit: int | None = None) -> list[Memory]:
-        return await asyncio.to_thread(self._sync.find, filter, branch=branch, limit=limit)
+        return await self._call(self._sync.find, filter, branch=branch, limit=limit)
 
     async def recheck(self, *snapshot_ids: str) -> None:
-        await asyncio.to_thread(self._sync.recheck, *snapshot_ids)
+        await self._call(self._sync.recheck, *snapshot_ids)
 
     async def delete(self, path: str) -> StoreResult | None:
-        return await asyncio.to_thread(self._sync.delete, path)
+        return await self._call(self._sync.delete, path)
 
     async def delete_many(self, paths: Sequence[str]) -> list[StoreResult | None]:
-        return await asyncio.to_thread(self._sync.delete_many, paths)
+        return await self._call(self._sync.delete_many, paths)
 
     async def reinforce(self, path: str) -> StoreResult | None:
-        return await asyncio.to_thread(self._sync.reinforce, path)
+        return await self._call(self._sync.reinforce, path)
 
     async def related(self, path: str, *, relation: str | None = None) -> list[Any]:
-        return await asyncio.to_thread(self._sync.related, path, relation=relation)
+        return await self._call(self._sync.related, path, relation=relation)
 
     async def snapshot(self, *, branch: str | None = None) -> str | None:
-        return await asyncio.to_thread(self._sync.snapshot, branch=branch)
+        return await self._call(self._sync.snapshot, branch=branch)
 
     async def fork(self, snapshot_id: str | None = None, *, branch: str | None = None) -> str:
-        return await asyncio.to_thread(self._sync.fork, snapshot_id, branch=branch)
+        return await self._call(self._sync.fork, snapshot_id, branch=branch)
 
     async def create_branch(self, name: str, at: str | None = None) -> None:
-        await asyncio.to_thread(self._sync.create_branch, name, at)
+        await self._call(self._sync.create_branch, name, at)
 
     async def delete_branch(self, name: str) -> None:
-        await asyncio.to_thread(self._sync.delete_branch, name)
+        await self._call(self._sync.delete_branch, name)
 
     async def heads_of(self, branch: str | None = None) -> list[str | None]:
-        return await asyncio.to_thread(self._sync.heads_of, branch)
+        return await self._call(self._sync.heads_of, branch)
 
     async def checkout(self, branch: str) -> None:
-        await asyncio.to_thread(self._sync.checkout, branch)
+        await self._call(self._sync.checkout, branch)
 
     async def rollback(self, snapshot_id: str) -> None:
-        await asyncio.to_thread(self._sync.rollback, snapshot_id)
+        await self._call(self._sync.rollback, snapshot_id)
 
     async def branches(self) -> list[str]:
-        return await asyncio.to_thread(self._sync.branches)
+        return await self._call(self._sync.branches)
 
     async def log(self, *, limit: int | None = None, branch: str | None = None) -> list[LogEntry]:
-        return await asyncio.to_thread(self._sync.log, limit=limit, branch=branch)
+        return await self._call(self._sync.log, limit=limit, branch=branch)
 
     async def state(self, *, branch: str | None = None) -> dict[str, Any]:
-        return await asyncio.to_thread(self._sync.state, branch=branch)
+        return await self._call(self._sync.state, branch=branch)
 
     async def recall_by_vector(self, vector: Any, **kwargs: Any) -> list[Memory]:
-        return await asyncio.to_thread(self._sync.recall_by_vector, vector, **kwargs)
+        return await self._call(self._sync.recall_by_vector, vector, **kwargs)
 
     async def purge(self, path: str | Sequence[str] | None = None, **kwargs: Any) -> PurgeResult:
-        return await asyncio.to_thread(self._sync.purge, path, **kwargs)
+        return await self._call(self._sync.purge, path, **kwargs)
 
     async def compact(self) -> CompactionReport:
-        return await asyncio.to_thread(self._sync.compact)
+        return await self._call(self._sync.compact)
 
     async def erasures(self) -> int:
-        return await asyncio.to_thread(self._sync.erasures)
+        return await self._call(self._sync.erasures)
 
     async def heads(self) -> dict[str, str | None]:
-        return await asyncio.to_thread(self._sync.heads)
+        return await self._call(self._sync.heads)
 
     async def conflicts(self, *, branch: str | None = None) -> list[Conflict]:
-        return await asyncio.to_thread(self._sync.conflicts, branch=branch)
+        return await self._call(self._sync.conflicts, branch=branch)
 
     async def export_items(self) -> list[WireItem]:
-        return await asyncio.to_thread(self._sync.export_items)
+        return await self._call(self._sync.export_items)
 
     async def import_items(self, items: Sequence[WireItem]) -> list[WireItem]:
-        return await asyncio.to_thread(self._sync.import_items, items)
+        return await self._call(self._sync.import_items, items)
 
     async def verify(self) -> VerifyReport:
-        return await asyncio.to_thread(self._sync.verify)
+        return await self._call(self._sync.verify)
 
     async def status(self) -> Status:
-        return await asyncio.to_thread(self._sync.status)
+        return await self._call(self._sync.status)
 
     async def pull(self, **kwargs: Any) -> PullResult:
-        return await asyncio.to_thread(self._sync.pull, **kwargs)
+        return await self._call(self._sync.pull, **kwargs)
 
     @property
     def replication(self) -> Replicator | None:
@@ -1341,7 +1385,7 @@ class AsyncSovseal:
         self._sync.on(event, callback)
 
     async def close(self) -> None:
-        await asyncio.to_thread(self._sync.close)
+        await self._call(self._sync.close)
 
     async def __aenter__(self) -> AsyncSovseal:
         return self

@@ -3,6 +3,7 @@ the indexes) before it, and all cut off together if it fails."""
 
 from __future__ import annotations
 
+import asyncio
 import errno
 import os
 import subprocess
@@ -12,7 +13,7 @@ from pathlib import Path
 
 import pytest
 
-from sovseal import Sovseal
+from sovseal import AsyncSovseal, Sovseal
 from sovseal.errors import StorageError, StoreClosedError
 from tests.fakes import fake_embed
 
@@ -159,3 +160,35 @@ def test_writes_made_before_a_batch_raised_are_kept_and_recalled(store_dir: Path
         assert [m.path for m in mem.recall("bananas yellow", k=1)] == ["fruit"]
     with Sovseal(store_dir, key=key, embedder=fake_embed) as again:
         assert again.state() == {"fruit": "bananas are yellow and ripe"}
+
+
+def test_an_async_batch_runs_its_calls_in_one_thread_with_one_fsync(store_dir: Path, key: bytes, monkeypatch: pytest.MonkeyPatch) -> None:
+    async def main() -> tuple[dict[str, object], list[str]]:
+        async with AsyncSovseal(store_dir, key=key, embedder=fake_embed) as mem:
+            await mem.store("warm", "up")
+            order: list[str] = []
+            go = asyncio.Event()
+
+            async def outside() -> None:  # a task started before the batch: it waits for the batch's fsync
+                await go.wait()
+                await mem.view().store("outside", "later", index=False)
+                order.append("outside")
+
+            task = asyncio.create_task(outside())
+            synced = _count_fsyncs(monkeypatch)
+            async with mem.batch():
+                await mem.store("a", "alpha")
+                go.set()
+                async with mem.view().batch():  # joins the batch
+                    await mem.view().store_many([{"path": "b", "payload": "bravo"}, {"path": "c", "payload": "charlie"}])
+                await asyncio.sleep(0.2)
+                order.append("batch")
+                assert synced == []
+            await task
+            monkeypatch.undo()
+            assert len(synced) == 2  # the batch's, then the other task's own
+            return await mem.state(), order
+
+    state, order = asyncio.run(main())
+    assert state == {"warm": "up", "a": "alpha", "b": "bravo", "c": "charlie", "outside": "later"}
+    assert order == ["batch", "outside"]
