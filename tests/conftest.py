@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import os
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from pathlib import Path
 
 import pytest
@@ -26,3 +26,22 @@ def store_dir(tmp_path: Path) -> Path:
 def mem(store_dir: Path, key: bytes) -> Iterator[Sovseal]:
     with Sovseal(store_dir, key=key, embedder=fake_embed) as m:
         yield m
+
+
+@pytest.fixture
+def count_fsyncs(monkeypatch: pytest.MonkeyPatch) -> Callable[[], list[int]]:
+    """Call it to start counting fsyncs: each one's file descriptor is appended to the list it
+    returns, and the real fsync still runs (``monkeypatch.undo()`` stops the counting)."""
+
+    def start() -> list[int]:
+        synced: list[int] = []
+        real_fsync = os.fsync
+
+        def traced(fd: int) -> None:
+            synced.append(fd)
+            real_fsync(fd)
+
+        monkeypatch.setattr(os, "fsync", traced)
+        return synced
+
+    return start

@@ -9,6 +9,7 @@ import os
 import subprocess
 import sys
 import threading
+from collections.abc import Callable
 from pathlib import Path
 
 import pytest
@@ -18,25 +19,13 @@ from sovseal.errors import StorageError, StoreClosedError
 from tests.fakes import fake_embed
 
 
-def _count_fsyncs(monkeypatch: pytest.MonkeyPatch) -> list[int]:
-    synced: list[int] = []
-    real_fsync = os.fsync
-
-    def traced(fd: int) -> None:
-        synced.append(fd)
-        real_fsync(fd)
-
-    monkeypatch.setattr(os, "fsync", traced)
-    return synced
-
-
 def test_writes_in_a_batch_share_one_fsync_and_are_all_there_after_reopening(
-    store_dir: Path, key: bytes, monkeypatch: pytest.MonkeyPatch
+    store_dir: Path, key: bytes, monkeypatch: pytest.MonkeyPatch, count_fsyncs: Callable[[], list[int]]
 ) -> None:
     with Sovseal(store_dir, key=key, embedder=fake_embed) as mem:
         mem.store("warm", "up")  # the journal, branch and directory exist: what follows is the batch alone
         other = mem.view()
-        synced = _count_fsyncs(monkeypatch)
+        synced = count_fsyncs()
         with mem.batch():
             first = mem.store("a", "alpha")
             with other.batch():  # a batch inside a batch joins it
@@ -162,7 +151,9 @@ def test_writes_made_before_a_batch_raised_are_kept_and_recalled(store_dir: Path
         assert again.state() == {"fruit": "bananas are yellow and ripe"}
 
 
-def test_an_async_batch_runs_its_calls_in_one_thread_with_one_fsync(store_dir: Path, key: bytes, monkeypatch: pytest.MonkeyPatch) -> None:
+def test_an_async_batch_runs_its_calls_in_one_thread_with_one_fsync(
+    store_dir: Path, key: bytes, monkeypatch: pytest.MonkeyPatch, count_fsyncs: Callable[[], list[int]]
+) -> None:
     async def main() -> tuple[dict[str, object], list[str]]:
         async with AsyncSovseal(store_dir, key=key, embedder=fake_embed) as mem:
             await mem.store("warm", "up")
@@ -175,7 +166,7 @@ def test_an_async_batch_runs_its_calls_in_one_thread_with_one_fsync(store_dir: P
                 order.append("outside")
 
             task = asyncio.create_task(outside())
-            synced = _count_fsyncs(monkeypatch)
+            synced = count_fsyncs()
             async with mem.batch():
                 await mem.store("a", "alpha")
                 go.set()

@@ -5,6 +5,7 @@ from __future__ import annotations
 import asyncio
 import errno
 import os
+from collections.abc import Callable
 from pathlib import Path
 
 import numpy as np
@@ -94,20 +95,15 @@ def test_async_store_many(store_dir: Path, key: bytes) -> None:
     assert asyncio.run(main()) == {"a": 1, "b": 2}
 
 
-def test_a_batch_is_made_durable_with_one_journal_fsync(store_dir: Path, key: bytes, monkeypatch: pytest.MonkeyPatch) -> None:
+def test_a_batch_is_made_durable_with_one_journal_fsync(
+    store_dir: Path, key: bytes, monkeypatch: pytest.MonkeyPatch, count_fsyncs: Callable[[], list[int]]
+) -> None:
     """Nothing is acknowledged before store_many returns, so one fsync covers the batch (not one per item)."""
     with Sovseal(store_dir, key=key, embedder=fake_embed) as mem:
         mem.store("warm", "up")  # the journal, branch and directory exist: what follows is the batch alone
-        synced: list[int] = []
-        real_fsync = os.fsync
-
-        def traced(fd: int) -> None:
-            synced.append(fd)
-            real_fsync(fd)
-
-        monkeypatch.setattr(os, "fsync", traced)
+        synced = count_fsyncs()
         results = mem.store_many([{"path": f"p{i}", "payload": i} for i in range(50)])
-        monkeypatch.setattr(os, "fsync", real_fsync)
+        monkeypatch.undo()
         assert len(results) == 50 and len({r.snapshot_id for r in results}) == 50
         assert len(synced) == 1, f"expected one fsync for the batch, got {len(synced)}"
     with Sovseal(store_dir, key=key, embedder=fake_embed) as again:
