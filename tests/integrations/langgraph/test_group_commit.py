@@ -3,12 +3,14 @@ durable when its call returns, and one write's failure is its own."""
 
 from __future__ import annotations
 
+import operator
 import os
 import threading
 import time
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from pathlib import Path
+from typing import Annotated, Any
 
 import pytest
 from langgraph.checkpoint.sovseal import SovsealSaver
@@ -143,3 +145,50 @@ def test_a_batch_that_cannot_start_fails_the_write_that_tried_and_the_rest_try_a
     assert not group._queue  # nothing left behind for a later leader
     batch.refuse = None
     assert group.run(lambda: 2) == 2
+
+
+def test_concurrent_conversations_on_one_saver_match_the_in_memory_saver(saver_dir: Path, key: bytes) -> None:
+    """A server's worth of users: eight threads, each running its own conversation through one saver at
+    once, so writes of different threads share groups. Every thread's state and whole history after a
+    restart are what LangGraph's InMemorySaver holds for the same runs."""
+    from langgraph.checkpoint.memory import InMemorySaver
+    from langgraph.graph import END, START, StateGraph
+    from typing_extensions import TypedDict
+
+    class Loop(TypedDict):
+        count: int
+        log: Annotated[list[str], operator.add]
+
+    def graph(checkpointer: object) -> Any:
+        def step(state: Loop) -> dict[str, Any]:
+            return {"count": state["count"] + 1, "log": [f"step {state['count']}"]}
+
+        builder = StateGraph(Loop)
+        builder.add_node("step", step)
+        builder.add_edge(START, "step")
+        builder.add_conditional_edges("step", lambda s: END if s["count"] >= 12 else "step")
+        return builder.compile(checkpointer=checkpointer)  # type: ignore[arg-type]
+
+    def converse(app: Any, user: int) -> None:
+        for turn in range(3):
+            app.invoke({"count": 0, "log": [f"user {user} turn {turn}"]}, {"configurable": {"thread_id": f"user-{user}"}})
+
+    def run_all(app: Any) -> None:
+        threads = [threading.Thread(target=converse, args=(app, user)) for user in range(8)]
+        for thread in threads:
+            thread.start()
+        for thread in threads:
+            thread.join(60)
+
+    reference = graph(InMemorySaver())
+    run_all(reference)
+    with SovsealSaver.open(saver_dir, key=key) as saver:
+        run_all(graph(saver))
+    with SovsealSaver.open(saver_dir, key=key) as again:
+        app = graph(again)
+        for user in range(8):
+            config = {"configurable": {"thread_id": f"user-{user}"}}
+            assert app.get_state(config).values == reference.get_state(config).values
+            ours = [(s.values, s.next, s.metadata.get("step")) for s in app.get_state_history(config)]  # type: ignore[union-attr]
+            theirs = [(s.values, s.next, s.metadata.get("step")) for s in reference.get_state_history(config)]  # type: ignore[union-attr]
+            assert ours == theirs and len(ours) > 30
