@@ -112,3 +112,46 @@ def test_second_writer_waits_then_times_out_while_readers_go_on(store_dir: Path,
         mem.store("after", "released")
         assert mem.state() == {"kept": "value", "after": "released"}
         assert mem.verify().ok
+
+
+BATCH_WRITER = textwrap.dedent(
+    """
+    import sys
+    from sovseal import Sovseal
+    from tests.fakes import fake_embed
+    path, key = sys.argv[1], bytes.fromhex(sys.argv[2])
+    with Sovseal(path, key=key, embedder=fake_embed) as mem:
+        print("ready", flush=True)
+        for b in range(100_000):
+            with mem.batch():
+                done = [mem.store(f"b{b}.{i}", {"b": b, "i": i}, index=i % 2 == 0) for i in range(5)]
+            for i, result in enumerate(done):  # acknowledged only after the batch's fsync
+                print(result.snapshot_id, f"b{b}.{i}", flush=True)
+    """
+)
+
+
+@pytest.mark.parametrize("kill_after", [3, 120])
+def test_sigkill_mid_batches_keeps_every_acknowledged_batch_whole(store_dir: Path, key: bytes, kill_after: int) -> None:
+    """A crash inside a batch leaves the batches before it whole, and of the one it cut a prefix at most."""
+    env = {**os.environ, "PYTHONPATH": str(ROOT)}
+    child = subprocess.Popen([sys.executable, "-c", BATCH_WRITER, str(store_dir), key.hex()], stdout=subprocess.PIPE, text=True, env=env, cwd=ROOT)
+    assert child.stdout is not None
+    assert child.stdout.readline().strip() == "ready"
+    acknowledged = [child.stdout.readline().split() for _ in range(kill_after)]
+    child.send_signal(signal.SIGKILL)
+    child.wait()
+    acknowledged += [line.split() for line in child.stdout.read().splitlines()]
+
+    with Sovseal(store_dir, key=key, embedder=fake_embed) as mem:
+        log = mem.log()
+        ids = {e.snapshot_id for e in log}
+        assert {sid for sid, _ in acknowledged} <= ids
+        state = mem.state()
+        for _, path in acknowledged:
+            b, i = (int(part) for part in path[1:].split("."))
+            assert state[path] == {"b": b, "i": i}
+        stored = sorted((int(p[1:].split(".")[0]), int(p.split(".")[1])) for p in state)
+        assert stored == [(n // 5, n % 5) for n in range(len(stored))]  # a prefix of the writes, in order
+        assert mem.verify().ok
+        assert len(mem.recall("b 0", k=1)) == 1  # recall works on what the batches stored
