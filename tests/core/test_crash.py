@@ -135,7 +135,8 @@ BATCH_WRITER = textwrap.dedent(
 def test_sigkill_mid_batches_keeps_every_acknowledged_batch_whole(store_dir: Path, key: bytes, kill_after: int) -> None:
     """A crash inside a batch leaves the batches before it whole, and of the one it cut a prefix at most."""
     env = {**os.environ, "PYTHONPATH": str(ROOT)}
-    child = subprocess.Popen([sys.executable, "-c", BATCH_WRITER, str(store_dir), key.hex()], stdout=subprocess.PIPE, text=True, env=env, cwd=ROOT)
+    argv = [sys.executable, "-c", BATCH_WRITER, str(store_dir), key.hex()]
+    child = subprocess.Popen(argv, stdout=subprocess.PIPE, text=True, env=env, cwd=ROOT)
     assert child.stdout is not None
     assert child.stdout.readline().strip() == "ready"
     acknowledged = [child.stdout.readline().split() for _ in range(kill_after)]
