@@ -7,7 +7,7 @@ from __future__ import annotations
 
 import itertools
 import operator
-from typing import Annotated, Any
+from typing import Annotated, Any, TypedDict
 
 from langchain_core.language_models.fake_chat_models import GenericFakeChatModel
 from langchain_core.messages import AIMessage, HumanMessage
@@ -111,6 +111,24 @@ def parent_with_subgraph(*, interrupt_inside: bool = False) -> StateGraph:
     builder.add_edge("intake", "research")
     builder.add_edge("research", "answer")
     builder.add_edge("answer", END)
+    return builder
+
+
+class LoopState(TypedDict):
+    count: int
+    log: Annotated[list[str], operator.add]
+
+
+def loop_graph(steps: int) -> StateGraph:
+    """One node that counts and logs, run ``steps`` times: the shape of the saver benchmark's graph."""
+
+    def step(state: LoopState) -> dict[str, Any]:
+        return {"count": state["count"] + 1, "log": [f"step {state['count']}"]}
+
+    builder = StateGraph(LoopState)
+    builder.add_node("step", step)
+    builder.add_edge(START, "step")
+    builder.add_conditional_edges("step", lambda s: END if s["count"] >= steps else "step")
     return builder
 
 

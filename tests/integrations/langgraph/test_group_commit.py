@@ -3,20 +3,20 @@ durable when its call returns, and one write's failure is its own."""
 
 from __future__ import annotations
 
-import operator
 import os
 import threading
 import time
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from pathlib import Path
-from typing import Annotated, Any
+from typing import Any
 
 import pytest
 from langgraph.checkpoint.sovseal import SovsealSaver
 from langgraph.checkpoint.sovseal._group import GroupCommit
 
 from .checkpoints import put
+from .graphs import loop_graph
 
 WAIT = 10.0
 
@@ -152,22 +152,9 @@ def test_concurrent_conversations_on_one_saver_match_the_in_memory_saver(saver_d
     once, so writes of different threads share groups. Every thread's state and whole history after a
     restart are what LangGraph's InMemorySaver holds for the same runs."""
     from langgraph.checkpoint.memory import InMemorySaver
-    from langgraph.graph import END, START, StateGraph
-    from typing_extensions import TypedDict
-
-    class Loop(TypedDict):
-        count: int
-        log: Annotated[list[str], operator.add]
 
     def graph(checkpointer: object) -> Any:
-        def step(state: Loop) -> dict[str, Any]:
-            return {"count": state["count"] + 1, "log": [f"step {state['count']}"]}
-
-        builder = StateGraph(Loop)
-        builder.add_node("step", step)
-        builder.add_edge(START, "step")
-        builder.add_conditional_edges("step", lambda s: END if s["count"] >= 12 else "step")
-        return builder.compile(checkpointer=checkpointer)  # type: ignore[arg-type]
+        return loop_graph(12).compile(checkpointer=checkpointer)  # type: ignore[arg-type]
 
     def converse(app: Any, user: int) -> None:
         for turn in range(3):
