@@ -263,10 +263,15 @@ def run_langchain(root: Path, texts: list[str], vectors: np.ndarray, embedder: E
     uri = root / f"langchain-lancedb-{len(texts)}"
     shutil.rmtree(uri, ignore_errors=True)
     started = time.perf_counter()
-    store = LanceDB(uri=str(uri), embedding=Adapter(), table_name="bench", mode="overwrite")
+    # "append": with LangChain's default "overwrite", every add_texts call replaces the table, and
+    # the store would hold only the last batch (this benchmark's runs before 2026-11-26 12:00 did).
+    store = LanceDB(uri=str(uri), embedding=Adapter(), table_name="bench", mode="append")
     for start in range(0, len(texts), 5000):
         store.add_texts(texts[start : start + 5000], ids=[str(i) for i in range(start, min(start + 5000, len(texts)))])
     ingest = time.perf_counter() - started
+    held = store.get_table().count_rows()
+    if held != len(texts):
+        raise RuntimeError(f"the LangChain LanceDB store holds {held} rows, not {len(texts)}")
     return {"ingest_s": ingest, "calls": {"langchain-lancedb": lambda q: store.similarity_search(q, k=10)}}
 
 
