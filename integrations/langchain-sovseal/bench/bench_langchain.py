@@ -80,7 +80,8 @@ def make_chroma(embeddings: Any, directory: Path) -> tuple[Any, Callable[[], Non
 def make_lancedb(embeddings: Any, directory: Path) -> tuple[Any, Callable[[], None]]:
     from langchain_community.vectorstores import LanceDB
 
-    store = LanceDB(uri=str(directory / "lancedb"), embedding=embeddings, table_name="bench", mode="overwrite")
+    # "append": under LangChain's default "overwrite" every add call replaces the table.
+    store = LanceDB(uri=str(directory / "lancedb"), embedding=embeddings, table_name="bench", mode="append")
     return store, lambda: None
 
 
