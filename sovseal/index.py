@@ -754,8 +754,8 @@ class VectorIndex:
     def search_scored(self, vector: np.ndarray, limit: int, allowed: np.ndarray, *, exact: bool = False, keep: bool = False) -> Dense:
         """:meth:`search_arrays`, and with ``keep`` the exact cosines the search computed on its way
         (of every row in an exact scan of the whole matrix, of the rows of the lists an IVF search
-        probed, or with a sketch of the rows it scored again exactly), by node: recall reads its
-        other candidates' and their neighbours' there instead of computing them again."""
+        probed, or with a sketch of the rows it scored again exactly), as :class:`Cosines`: recall
+        reads its other candidates' and their neighbours' there instead of computing them again."""
         vector = np.asarray(vector, dtype=np.float32)
         empty = Dense(np.zeros(0, dtype=np.int64), np.zeros(0, dtype=np.float32), None)
         if limit <= 0:
@@ -765,7 +765,7 @@ class VectorIndex:
             if self._rows == 0:
                 return empty
             size = len(self._node_row)
-            by_node = np.full(max(size, len(allowed)), np.nan, dtype=np.float32) if keep else None
+            known = Cosines() if keep else None
             if len(allowed) <= self._top:  # a node with a vector lies past the mask: not allowed
                 padded = np.zeros(size, dtype=bool)
                 padded[: len(allowed)] = allowed
@@ -773,16 +773,16 @@ class VectorIndex:
             allowed = allowed[:size]
             count = int(np.count_nonzero(allowed))
             if count == 0:
-                return Dense(empty.nodes, empty.scores, by_node)
+                return Dense(empty.nodes, empty.scores, known)
             ivf = self._ivf
             if ivf is not None and not exact and count > EXACT_MAX_ALLOWED:
-                found = self._search_ivf(ivf, vector, limit, allowed, by_node)
+                found = self._search_ivf(ivf, vector, limit, allowed, known)
                 if found is not None:
-                    return Dense(*found, by_node)
-            return Dense(*self._search_exact(vector, limit, allowed, count, by_node), by_node)
+                    return Dense(*found, known)
+            return Dense(*self._search_exact(vector, limit, allowed, count, known), known)
 
     def _search_exact(
-        self, vector: np.ndarray, limit: int, allowed: np.ndarray, count: int, by_node: np.ndarray | None
+        self, vector: np.ndarray, limit: int, allowed: np.ndarray, count: int, known: Cosines | None
     ) -> tuple[np.ndarray, np.ndarray]:
         rows = self._rows
         if count * 2 < rows:
@@ -791,20 +791,20 @@ class VectorIndex:
             have = sel >= 0
             nodes, sel = nodes[have], sel[have]
             scores = _dot(_gather(self._matrix, sel), vector)
-            if by_node is not None:
-                by_node[nodes] = scores
+            if known is not None:
+                known.add(nodes, scores)
         else:
             scores = _dot(self._matrix[:rows], vector)
             nodes = self._row_node[:rows]
-            if by_node is not None:
-                by_node[nodes] = scores
+            if known is not None:
+                known.add(nodes, scores)
             wanted = allowed[nodes]
             if not wanted.all():
                 nodes, scores = nodes[wanted], scores[wanted]
         return _top(nodes, scores, limit)
 
     def _search_ivf(
-        self, ivf: _Ivf, vector: np.ndarray, limit: int, allowed: np.ndarray, by_node: np.ndarray | None
+        self, ivf: _Ivf, vector: np.ndarray, limit: int, allowed: np.ndarray, known: Cosines | None
     ) -> tuple[np.ndarray, np.ndarray] | None:
         """Scan the ``nprobe`` lists nearest to the query: their trained rows, their rows added
         since the build, and the rows not yet placed in a list (None: fewer than ``limit`` of
@@ -854,11 +854,11 @@ class VectorIndex:
         if scanned < limit:
             return None
         if sketch is not None and scanned >= SKETCH_MIN_SCAN and scanned > _rescore_count(limit, scanned):
-            return self._rescored(sketch, vector, limit, allowed, by_node, runs, picked, _rescore_count(limit, scanned))
+            return self._rescored(sketch, vector, limit, allowed, known, runs, picked, _rescore_count(limit, scanned))
         matrix, row_node = self._matrix, self._row_node
         scores = np.concatenate([_dot(matrix[a:b], vector) for a, b in runs] + [_dot(_gather(matrix, picked), vector)])
         nodes = np.concatenate([row_node[a:b] for a, b in runs] + [row_node[picked]])
-        return _best_of_scanned(nodes, scores, limit, allowed, by_node)
+        return _best_of_scanned(nodes, scores, limit, allowed, known)
 
     def _rescored(
         self,
@@ -866,14 +866,14 @@ class VectorIndex:
         vector: np.ndarray,
         limit: int,
         allowed: np.ndarray,
-        by_node: np.ndarray | None,
+        known: Cosines | None,
         runs: list[list[int]],
         picked: np.ndarray,
         keep: int,
     ) -> tuple[np.ndarray, np.ndarray] | None:
         """The rows of ``runs`` and ``picked`` scored in the sketch, the best allowed ``keep`` of
         them scored exactly from the matrix, with the rows the
-        sketch does not cover yet. Only exact cosines are returned and kept in ``by_node``."""
+        sketch does not cover yet. Only exact cosines are returned and kept in ``known``."""
         covered = sketch.rows
         near = [(a, min(b, covered)) for a, b in runs if a < covered]
         beyond = [np.arange(max(a, covered), b) for a, b in runs if b > covered]
@@ -886,16 +886,16 @@ class VectorIndex:
         rows = np.concatenate([candidates, *beyond])
         nodes = row_node[rows]
         scores = _dot(_gather(self._matrix, rows), vector)
-        return _best_of_scanned(nodes, scores, limit, allowed, by_node)
+        return _best_of_scanned(nodes, scores, limit, allowed, known)
 
 
 def _best_of_scanned(
-    nodes: np.ndarray, scores: np.ndarray, limit: int, allowed: np.ndarray, by_node: np.ndarray | None
+    nodes: np.ndarray, scores: np.ndarray, limit: int, allowed: np.ndarray, known: Cosines | None
 ) -> tuple[np.ndarray, np.ndarray] | None:
-    """The top ``limit`` allowed of the rows an IVF search scored exactly (kept in ``by_node``);
+    """The top ``limit`` allowed of the rows an IVF search scored exactly (kept in ``known``);
     None when fewer are allowed: too few allowed rows near the query, the caller searches exactly."""
-    if by_node is not None:
-        by_node[nodes] = scores
+    if known is not None:
+        known.add(nodes, scores)
     wanted = allowed[nodes]
     if not wanted.all():
         nodes, scores = nodes[wanted], scores[wanted]
@@ -978,9 +978,38 @@ class Dense:
 
     nodes: np.ndarray
     scores: np.ndarray
-    #: With ``keep``: the cosines the search computed, by node number (NaN: not computed, or no
-    #: vector); the caller may fill in more. Else None.
-    by_node: np.ndarray | None
+    #: With ``keep``: the cosines the search computed; the caller may add more. Else None.
+    known: Cosines | None
+
+
+class Cosines:
+    """Cosines to one query vector, by node: those a search computed on its way and any its
+    caller adds, as node-sorted arrays. Not an array over every node: at a million records,
+    filling one with NaN for each search cost more than all the lookups recall makes in it."""
+
+    __slots__ = ("nodes", "scores")
+
+    def __init__(self) -> None:
+        self.nodes = _EMPTY_ROWS  # ascending, distinct
+        self.scores = np.zeros(0, dtype=np.float32)
+
+    def add(self, nodes: np.ndarray, scores: np.ndarray) -> None:
+        """Keep the cosines of ``nodes`` (distinct, none known yet); a NaN (no vector) is not kept."""
+        have = ~np.isnan(scores)
+        if not have.all():
+            nodes, scores = nodes[have], scores[have]
+        joined = np.concatenate([self.nodes, nodes])
+        order = np.argsort(joined, kind="stable")  # a run in node order sorts in linear time
+        self.nodes, self.scores = joined[order], np.concatenate([self.scores, scores])[order]
+
+    def __getitem__(self, nodes: np.ndarray) -> np.ndarray:
+        """The cosine of each of ``nodes``, NaN where it is not known."""
+        out = np.full(len(nodes), np.nan, dtype=np.float32)
+        if len(self.nodes) and len(nodes):
+            at = np.minimum(np.searchsorted(self.nodes, nodes), len(self.nodes) - 1)
+            hit = self.nodes[at] == nodes
+            out[hit] = self.scores[at[hit]]
+        return out
 
 
 _vecdot = getattr(np, "vecdot", None)  # numpy >= 2.0

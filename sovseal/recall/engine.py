@@ -638,14 +638,14 @@ class _Scorer:
     def cosines(self, nodes: np.ndarray) -> np.ndarray:
         """The cosine of each node to the query, read where the search computed it, else computed
         once (and remembered for the next call)."""
-        known = self.dense.by_node
+        known = self.dense.known
         if known is None:
             return self.index.scores_for(self.vector, nodes)
-        found: np.ndarray = known[nodes]
+        found = known[nodes]
         unknown = np.isnan(found)
         if unknown.any():
             todo = _distinct([nodes[unknown]])  # sorted-unique: np.unique is 2x slower here
-            known[todo] = self.index.scores_for(self.vector, todo)
+            known.add(todo, self.index.scores_for(self.vector, todo))
             found = known[nodes]
         return found
 

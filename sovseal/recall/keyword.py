@@ -91,8 +91,18 @@ class KeywordIndex:
             average = max(self._total / self.documents, 1e-9)
             df = len(held)
             idf = math.log(1.0 + (self.documents - df + 0.5) / (df + 0.5))
-            norm = k1 * (1.0 - b + b * self._length[held] / average)
-            cached = self._cache[term] = (stats, held, (idf * (k1 + 1.0)) * tf / (tf + norm))
+            # k1 * (1 - b + b * length / average), then idf * (k1 + 1) * tf / (tf + that), computed
+            # in place, operation by operation in that order (the same float32 as the formula):
+            # fresh temporaries of a common term's size cost more than the arithmetic.
+            out = self._length.take(held)
+            out *= b
+            out /= average
+            out += 1.0 - b
+            out *= k1
+            out += tf
+            scores = (idf * (k1 + 1.0)) * tf
+            scores /= out
+            cached = self._cache[term] = (stats, held, scores)
         return cached[1], cached[2]
 
     def best(

@@ -69,12 +69,12 @@ def test_default_ivf_from_its_threshold_on_keeps_recall_at_10_against_exact_sear
         allowed = np.ones(IVF_MIN_ROWS, dtype=bool)
         query = topical(1, 32, seed=1)[0]
         scored = index.search_scored(query, 10, allowed, keep=True)
-        assert scored.by_node is not None and not np.isnan(scored.by_node[: IVF_MIN_ROWS - 1]).any()  # every row scored
+        assert scored.known is not None and not np.isnan(scored.known[np.arange(IVF_MIN_ROWS - 1)]).any()  # every row scored
         index.add([IVF_MIN_ROWS - 1], data[-1:])
         assert index.wait_ivf() and index._ivf is not None
         scored = index.search_scored(query, 10, allowed, keep=True)
-        assert scored.by_node is not None
-        assert np.count_nonzero(~np.isnan(scored.by_node)) < IVF_MIN_ROWS // 2  # only the probed lists
+        assert scored.known is not None
+        assert len(scored.known.nodes) < IVF_MIN_ROWS // 2  # only the probed lists
         overlaps = []
         for q in topical(300, 32, seed=2):
             approx = {n for n, _ in index.search(q, 10, allowed)}
@@ -102,7 +102,7 @@ def test_probing_every_list_returns_exactly_the_exact_search(tmp_path: Path, mon
             exact = index.search_scored(q, 10, allowed, exact=True)
             assert approx.nodes.tolist() == exact.nodes.tolist()
             assert approx.scores.tolist() == exact.scores.tolist()
-            assert approx.by_node is not None and not np.isnan(approx.by_node[:3050]).any()
+            assert approx.known is not None and not np.isnan(approx.known[np.arange(3050)]).any()
     finally:
         index.close()
 
@@ -124,7 +124,7 @@ def test_stores_and_searches_do_not_wait_for_an_index_build(tmp_path: Path, monk
             assert index.missing(range(2101)) == [2100]
         assert index.wait_ivf() and index._ivf is not None
         scored = index.search_scored(topical(1, 16, seed=9)[0], 10, allowed, keep=True)
-        assert scored.by_node is not None and np.isnan(scored.by_node[:2100]).any()  # now only the probed lists
+        assert scored.known is not None and np.isnan(scored.known[np.arange(2100)]).any()  # now only the probed lists
     finally:
         index.close()
 

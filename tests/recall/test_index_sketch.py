@@ -106,10 +106,10 @@ def test_sketched_ivf_search_keeps_recall_at_10_on_real_vectors_and_returns_exac
             overlaps.append(len(set(found.nodes.tolist()) & set(exact.nodes.tolist())) / 10)
             rows = index._node_row[found.nodes]
             assert found.scores.tolist() == np.vecdot(index._matrix[rows], q).tolist()  # exact, not sketched
-            assert found.by_node is not None
-            scored = np.flatnonzero(~np.isnan(found.by_node))
+            assert found.known is not None
+            scored = found.known.nodes
             assert len(scored) < len(data) // 2  # only the rescored rows
-            assert np.array_equal(found.by_node[scored], np.vecdot(index._matrix[index._node_row[scored]], q))
+            assert np.array_equal(found.known[scored], np.vecdot(index._matrix[index._node_row[scored]], q))
         assert np.mean(overlaps) >= 0.95
         assert vector_sketch.dims_for(real_vectors.shape[1]) == real_vectors.shape[1] // 4
     finally:
