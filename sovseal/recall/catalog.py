@@ -249,7 +249,7 @@ class Catalog:
         """``visible`` without the records stored with ``index=False``: recall never ranks those."""
         n = min(len(visible), self.size)
         out = np.zeros(len(visible), dtype=bool)
-        out[:n] = visible[:n] & self.indexed[:n]
+        np.logical_and(visible[:n], self.indexed[:n], out=out[:n])  # no temporary of the mask's size
         return out
 
     def _records(self, size: int) -> np.ndarray:
