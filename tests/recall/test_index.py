@@ -74,7 +74,7 @@ def test_default_ivf_from_its_threshold_on_keeps_recall_at_10_against_exact_sear
         assert index.wait_ivf() and index._ivf is not None
         scored = index.search_scored(query, 10, allowed, keep=True)
         assert scored.known is not None
-        assert len(scored.known.nodes) < IVF_MIN_ROWS // 2  # only the probed lists
+        assert len(scored.known.computed()) < IVF_MIN_ROWS // 2  # only the probed lists
         overlaps = []
         for q in topical(300, 32, seed=2):
             approx = {n for n, _ in index.search(q, 10, allowed)}
@@ -223,3 +223,28 @@ def test_processes_creating_the_same_new_index_at_once_all_succeed_and_keep_thei
             assert sorted(index._indexed) == [0, 1, 2, 3]
         finally:
             index.close()
+
+
+@pytest.mark.parametrize("array_max", [0, 1 << 18], ids=["sorted-arrays", "array-over-nodes"])
+def test_cosines_a_search_computed_are_found_again_either_way(monkeypatch: pytest.MonkeyPatch, array_max: int) -> None:
+    """``Cosines`` keeps what is added in chunks (NaN: no vector, not kept) and looks any node up,
+    the same whether it holds an array over every node (small indexes) or sorted arrays (large)."""
+    monkeypatch.setattr(index_module, "COSINES_ARRAY_MAX", array_max)
+    rng = np.random.default_rng(11)
+    known = index_module.Cosines(5000)
+    expected: dict[int, float] = {}
+    order = rng.permutation(5000)
+    for chunk in np.array_split(order[:4000], 7):  # distinct, none known yet, in no order
+        scores = rng.random(len(chunk)).astype(np.float32)
+        scores[rng.random(len(chunk)) < 0.1] = np.nan
+        known.add(chunk, scores)
+        expected.update((int(n), float(s)) for n, s in zip(chunk, scores, strict=True) if not np.isnan(s))
+    asked = np.concatenate([rng.integers(0, 5000, 3000), order[:50], order[:50]])  # repeats too
+    found = known[asked]
+    for n, value in zip(asked.tolist(), found.tolist(), strict=True):
+        if n in expected:
+            assert value == np.float32(expected[n])
+        else:
+            assert np.isnan(value)
+    assert known.computed().tolist() == sorted(expected)
+    assert len(known[np.zeros(0, dtype=np.int64)]) == 0

@@ -107,7 +107,7 @@ def test_sketched_ivf_search_keeps_recall_at_10_on_real_vectors_and_returns_exac
             rows = index._node_row[found.nodes]
             assert found.scores.tolist() == np.vecdot(index._matrix[rows], q).tolist()  # exact, not sketched
             assert found.known is not None
-            scored = found.known.nodes
+            scored = found.known.computed()
             assert len(scored) < len(data) // 2  # only the rescored rows
             assert np.array_equal(found.known[scored], np.vecdot(index._matrix[index._node_row[scored]], q))
         assert np.mean(overlaps) >= 0.95
