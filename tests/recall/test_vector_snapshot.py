@@ -164,3 +164,28 @@ def test_sigkill_while_writing_the_snapshot_leaves_the_previous_one_usable(tmp_p
         assert mem.recall("late text 4", k=1)[0].path == "late.4"  # from the table: flushed before the snapshot
         assert mem.recall("v text 4", k=1)[0].path == "v.4"  # from the previous snapshot
         assert counting.texts == 2  # the two queries: nothing was embedded again
+
+
+def test_a_small_mapped_matrix_is_copied_into_memory_when_warmed(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Past WARM_DELAY a small matrix no longer maps the snapshot (a copy on huge pages), searches
+    return the same, and a vector stored before and after the copy is found and persisted."""
+    from sovseal import index as index_module
+
+    monkeypatch.setattr(index_module, "WARM_DELAY", 0.0)
+    key = os.urandom(32)
+    _fill(tmp_path, key, 300)
+    with Sovseal(tmp_path, key=key, embedder=Counting()) as mem:
+        index = mem._vector_index()
+        mapped = index._matrix
+        before = mem.recall("v text 17", k=5)
+        assert index.warmed.wait(10)
+        assert index._matrix is not mapped and index._matrix.base is None  # its own memory
+        assert np.array_equal(index._matrix[:300], mapped[:300])
+        after = mem.recall("v text 17", k=5)
+        assert [m.path for m in after] == [m.path for m in before]
+        assert [m.score for m in after] == pytest.approx([m.score for m in before], rel=1e-6)  # decay moves on
+        mem.store("w.1", {"i": 1}, text="w text one")
+        assert mem.recall("w text one", k=1)[0].path == "w.1"
+    with Sovseal(tmp_path, key=key, embedder=Counting()) as mem:
+        assert mem.recall("w text one", k=1)[0].path == "w.1"
+        assert vector_snapshot.current(tmp_path / "index")[1] == 301  # type: ignore[index]
