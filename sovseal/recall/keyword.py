@@ -16,7 +16,7 @@ from __future__ import annotations
 
 import math
 from array import array
-from collections import Counter
+from collections import Counter, OrderedDict
 
 import numpy as np
 
@@ -31,10 +31,14 @@ class KeywordIndex:
         self._base_ends = np.zeros(0, dtype=np.int64)
         self._base_nodes = np.zeros(0, dtype=np.int32)
         self._base_tfs = np.zeros(0, dtype=np.float32)
-        # term -> (statistics it was computed under, its nodes, their BM25 contributions): the
-        # statistics change with every record added, so a term's contributions are reused only
-        # while no record was (a burst of recalls between stores).
-        self._cache: dict[str, tuple[tuple[int, int, float, float], np.ndarray, np.ndarray]] = {}
+        # term -> (its nodes, their BM25 contributions), least recently used first, all computed
+        # under _cache_stats: the statistics change with every record added, so a term's
+        # contributions are reused only while no record was (a burst of recalls between stores).
+        # At most CACHE_POSTINGS postings are kept, however many distinct terms a long-lived
+        # process is asked about.
+        self._cache: OrderedDict[str, tuple[np.ndarray, np.ndarray]] = OrderedDict()
+        self._cache_stats: tuple[int, int, float, float] | None = None
+        self._cached = 0  # postings in _cache
         self._length = np.zeros(1024, dtype=np.float32)
         self.documents = 0
         self._total = 0
@@ -79,8 +83,13 @@ class KeywordIndex:
     def _contributions(self, term: str, k1: float, b: float) -> tuple[np.ndarray, np.ndarray] | None:
         """The nodes holding ``term`` (ascending) and the BM25 score it gives each of them."""
         stats = (self.documents, self._total, k1, b)  # documents grow whenever postings do
+        if stats != self._cache_stats:
+            self._forget_contributions()
+            self._cache_stats = stats
         cached = self._cache.get(term)
-        if cached is None or cached[0] != stats:
+        if cached is not None:
+            self._cache.move_to_end(term)
+        else:
             found = self.postings(term)
             if found is None:
                 return None
@@ -102,8 +111,16 @@ class KeywordIndex:
             out += tf
             scores = (idf * (k1 + 1.0)) * tf
             scores /= out
-            cached = self._cache[term] = (stats, held, scores)
-        return cached[1], cached[2]
+            cached = self._cache[term] = (held, scores)
+            self._cached += len(held)
+            while self._cached > CACHE_POSTINGS and len(self._cache) > 1:
+                _, (dropped, _) = self._cache.popitem(last=False)
+                self._cached -= len(dropped)
+        return cached
+
+    def _forget_contributions(self) -> None:
+        self._cache.clear()
+        self._cached = 0
 
     def best(
         self, terms: list[str], size: int, k1: float, b: float, allowed: np.ndarray, want: int
@@ -173,7 +190,8 @@ class KeywordIndex:
         self._base_ends = np.asarray(ends, dtype=np.int64)
         self._base_nodes = np.concatenate(kept_nodes) if kept_nodes else np.zeros(0, dtype=np.int32)
         self._base_tfs = np.concatenate(kept_tfs) if kept_tfs else np.zeros(0, dtype=np.float32)
-        self._nodes, self._tfs, self._cache = {}, {}, {}
+        self._nodes, self._tfs = {}, {}
+        self._forget_contributions()
 
     # -- checkpoints -------------------------------------------------------------------------------
 
@@ -209,6 +227,9 @@ class KeywordIndex:
         index.documents, index._total, index._top = (int(v) for v in arrays["k.stats"])
         return index
 
+
+#: Postings whose BM25 contributions are kept between recalls (about 12 bytes each: 48 MB).
+CACHE_POSTINGS = 4_000_000
 
 #: A query whose postings number at least 1/_DENSE_SHARE of the nodes is scored in an array over
 #: the nodes (see KeywordIndex.best): from there on merging them sparsely costs more.

@@ -103,3 +103,26 @@ def test_frequent_terms_at_scale() -> None:
             words.append("hay")
         docs[n] = words
     check(docs, list(docs), ["everywhere", "hay", "needle"], 50_000, 3, 100)
+
+
+def test_the_contributions_kept_between_recalls_are_bounded(monkeypatch: pytest.MonkeyPatch) -> None:
+    """However many distinct terms are asked about, at most CACHE_POSTINGS postings' contributions
+    are kept (least recently used go first); the scores do not change; a new record empties it."""
+    monkeypatch.setattr(keyword, "CACHE_POSTINGS", 250)
+    docs = {n: [f"t{n % 40}", f"u{n % 7}", "filler"] for n in range(1000)}  # t*: 25 postings, u*: ~143
+    index = KeywordIndex()
+    for n, words in docs.items():
+        index.add(n, words)
+    allowed = np.ones(1000, dtype=bool)
+    first = {t: index.best([t], 1000, K1, B, allowed, 10)[0].tolist() for t in (f"t{i}" for i in range(40))}
+    assert index._cached <= 250 and len(index._cache) == 10  # 10 terms of 25 postings
+    assert list(index._cache)[-1] == "t39"  # the most recent last
+    index.best(["u1"], 1000, K1, B, allowed, 10)
+    assert index._cached <= 250 and "u1" in index._cache and "t0" not in index._cache  # the oldest went
+    again = {t: index.best([t], 1000, K1, B, allowed, 10)[0].tolist() for t in first}
+    assert again == first
+    index.best(["u2", "u3", "u4"], 1000, K1, B, allowed, 10)
+    assert index._cached <= 250 and "u4" in index._cache
+    index.add(1000, ["t1"])
+    index.best(["t1"], 1001, K1, B, np.ones(1001, dtype=bool), 10)
+    assert list(index._cache) == ["t1"]  # computed under the new statistics only
