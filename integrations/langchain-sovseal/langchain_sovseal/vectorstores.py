@@ -223,9 +223,8 @@ class SovsealVectorStore(HandleOwner, VectorStore):
         parts: list[dict[str, Any]] = []
         records: list[dict[str, Any]] = []
         for i, doc in enumerate(documents):
-            doc_id = ids[i] if ids is not None and ids[i] is not None else doc.id
-            if doc_id is None:
-                doc_id = str(uuid.uuid4())
+            # an empty id is no id, as in InMemoryVectorStore: "" would name the collection itself
+            doc_id = (ids[i] if ids is not None else None) or doc.id or str(uuid.uuid4())
             path = self._path(doc_id)  # every id is checked before the first write
             content = doc.page_content
             if not isinstance(content, str):

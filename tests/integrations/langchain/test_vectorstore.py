@@ -184,6 +184,11 @@ def test_input_documents_and_ids(store: SovsealVectorStore) -> None:
         Document(id="given", page_content="banana"),
         Document(id=ids[0], page_content="apple"),
     ]
+    # an empty id is no id (InMemoryVectorStore gives it a new one): "" would name the collection's prefix
+    [fresh] = store.add_texts(["papaya"], ids=[""])
+    [named] = store.add_documents([Document(id="", page_content="kiwi")])
+    assert fresh and named and fresh != named
+    assert store.get_by_ids([fresh, named]) == [Document(id=fresh, page_content="papaya"), Document(id=named, page_content="kiwi")]
 
 
 def test_add_texts_and_from_texts(tmp_path: Path) -> None:

@@ -152,6 +152,34 @@ def test_survives_a_restart_and_matches_after_it(tmp_path: Path) -> None:
         assert store.get(("users", "u0"), "k2").value == {"text": "rust compiler", "n": 2}
 
 
+def test_item_times_are_the_records_and_survive_a_restart(tmp_path: Path) -> None:
+    """created_at == updated_at on a new item (as InMemoryStore); an update keeps created_at and
+    moves updated_at; a put of the same value moves updated_at (a reinforcement, no new record);
+    a reopened store gives the very same times as the process that wrote them."""
+    key = os.urandom(32)
+    with SovsealStore.open(tmp_path / "s", key=key, index=INDEX) as store:
+        store.put(("u",), "new", {"text": "green tea"})
+        new = store.get(("u",), "new")
+        store.put(("u",), "changed", {"text": "green tea"})
+        first = store.get(("u",), "changed")
+        store.put(("u",), "changed", {"text": "black coffee"})
+        changed = store.get(("u",), "changed")
+        store.put(("u",), "same", {"text": "sofa cat"})
+        before = store.get(("u",), "same")
+        records = len(store.sovseal.log())
+        store.put(("u",), "same", {"text": "sofa cat"})
+        same = store.get(("u",), "same")
+        assert len(store.sovseal.log()) == records  # reinforced: no new snapshot
+    assert new is not None and new.created_at == new.updated_at
+    assert first is not None and changed is not None and before is not None and same is not None
+    assert changed.created_at == first.created_at and changed.updated_at > first.updated_at
+    assert same.created_at == before.created_at and same.updated_at > before.updated_at
+    with SovsealStore.open(tmp_path / "s", key=key, index=INDEX) as store:
+        for item in (new, changed, same):
+            again = store.get(item.namespace, item.key)
+            assert again is not None and (again.created_at, again.updated_at) == (item.created_at, item.updated_at)
+
+
 def test_search_by_meaning_through_sovseal_recall(tmp_path: Path) -> None:
     with SovsealStore.open(tmp_path / "s", key=os.urandom(32), embedder=fake_embed) as store:
         store.put(("memories", "ada"), "drink", {"text": "Ada drinks green tea every morning", "topic": "food"})

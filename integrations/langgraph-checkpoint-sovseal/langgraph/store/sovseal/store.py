@@ -38,7 +38,7 @@ import threading
 from collections.abc import AsyncIterator, Callable, Iterable, Iterator, Mapping, Sequence
 from contextlib import asynccontextmanager, contextmanager
 from dataclasses import dataclass
-from datetime import UTC, datetime
+from datetime import datetime
 from typing import Any, cast
 
 import numpy as np
@@ -141,8 +141,16 @@ class _Entry:
     metadata: dict[str, Any]  # what was sealed with the value (to tell an unchanged put)
 
 
-def _now() -> datetime:
-    return datetime.now(UTC)
+def _times(metadata: dict[str, Any], memory: Memory) -> tuple[datetime, datetime]:
+    """An item's (created_at, updated_at) from its record: created when its first record was
+    written (carried in the metadata of later ones), updated when this one was written or last
+    reinforced (put again unchanged)."""
+    carried = metadata.get("created_at")
+    created = datetime.fromisoformat(carried) if carried is not None else memory.created_at
+    updated = memory.created_at
+    if memory.last_reinforced is not None and memory.last_reinforced > updated:
+        updated = memory.last_reinforced
+    return created, updated
 
 
 def _encode_vector(vector: Sequence[float]) -> str:
@@ -345,15 +353,13 @@ class SovsealStore(BaseStore):
             or not isinstance(value, dict)
         ):
             raise IntegrityError(f"the store record {path} does not match its path; run verify()")
-        updated = memory.created_at
-        if memory.last_reinforced is not None and memory.last_reinforced > updated:
-            updated = memory.last_reinforced
+        created, updated = _times(meta, memory)
         vectors = {field: _unit(_decode_vector(text, f"vector {field!r} of {path}")) for field, text in (meta.get("vectors") or {}).items()}
         return _Entry(
             namespace=parsed[0],
             key=parsed[1],
             value=value,
-            created_at=datetime.fromisoformat(meta["created_at"]),
+            created_at=created,
             updated_at=updated,
             indexed=bool(meta.get("indexed")),
             vectors=vectors,
@@ -457,21 +463,22 @@ class SovsealStore(BaseStore):
             self._wrote(self._view.delete_many([path, *(part_path(path, VALUE_BLOB, i) for i in range(old_parts))]))
             self._items.pop(path, None)
             return self.erase_on_delete and self._erase(path)
-        created = existing.created_at if existing else _now()
+        value = dict(op.value)
+        data = canonicalize(value)
         indexed = op.index is not False and (self.embeddings is None or bool(embedded))
-        metadata: dict[str, Any] = {
-            "langgraph": "store",
-            "namespace": list(namespace),
-            "key": key,
-            "created_at": created.isoformat(),
-            "indexed": indexed,
-        }
+        metadata: dict[str, Any] = {"langgraph": "store", "namespace": list(namespace), "key": key}
+        # An item's first record is its creation (its own time); a later record that changes the
+        # value carries that time. Unchanged, the metadata is too, and the put reinforces.
+        created = existing.metadata.get("created_at") if existing else None
+        if created is None and existing is not None and canonicalize(existing.value) != data:
+            created = existing.created_at.isoformat()
+        if created is not None:
+            metadata["created_at"] = created
+        metadata["indexed"] = indexed
         if op.index is not None and op.index is not False:
             metadata["index"] = list(op.index)
         if embedded:
             metadata["vectors"] = {name: _encode_vector(v) for name, v in embedded.items()}
-        value = dict(op.value)
-        data = canonicalize(value)
         # With an IndexConfig the store ranks by its own vectors (in the metadata): sovseal's index
         # would hold vectors of no model for these records, so it is not given them.
         index = self.embeddings is None
@@ -490,12 +497,15 @@ class SovsealStore(BaseStore):
         self._wrote(self._view.store_many([*({"path": p, "payload": d, **part_meta} for p, d in parts), record]))
         if old_parts > len(parts):  # the former value's parts that the new one does not replace
             self._wrote(self._view.delete_many([part_path(path, VALUE_BLOB, i) for i in range(len(parts), old_parts)]))
+        written = self._view.get(path)
+        assert written is not None  # nosec B101 -- stored just above, under this store's lock
+        created_at, updated_at = _times(metadata, written)  # the record's own times, as after a reopen
         self._items[path] = _Entry(
             namespace=namespace,
             key=key,
             value=cast(dict[str, Any], loads(data)),  # what was sealed, as a reader gets it back
-            created_at=created,
-            updated_at=_now(),
+            created_at=created_at,
+            updated_at=updated_at,
             indexed=indexed,
             vectors={name: _unit(np.asarray(v, dtype=np.float32)) for name, v in embedded.items()},
             metadata=metadata,
