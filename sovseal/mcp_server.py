@@ -25,8 +25,9 @@ from typing import TYPE_CHECKING, Annotated, Any, Literal
 
 import anyio
 from mcp.server.fastmcp import FastMCP
+from mcp.server.fastmcp.exceptions import ToolError
 from mcp.types import CallToolResult, TextContent, ToolAnnotations
-from pydantic import Field
+from pydantic import Field, ValidationError
 
 from . import ops
 from .client import EmbedFn, Sovseal
@@ -76,7 +77,7 @@ message_deanonymize puts the originals back into that model's answer (same sessi
 """
 
 #: Payload: a JSON object or a string (seed 001); arrays, numbers and booleans are accepted too.
-JsonPayload = dict[str, Any] | list[Any] | str | int | float | bool
+JsonPayload = dict[str, Any] | list[Any] | str | int | float | bool | None
 MemoryType = Literal["semantic", "episodic", "procedural"]
 Provenance = Literal["explicit", "observed"]
 
@@ -99,6 +100,30 @@ def _error(exc: BaseException) -> CallToolResult:
         structuredContent=result,
         isError=True,
     )
+
+
+#: How many of an invalid call's argument errors its message lists.
+_ARGUMENT_ERRORS = 3
+
+
+class _Server(FastMCP):
+    """FastMCP whose argument validation fails like every other call: arguments that do not match a
+    tool's input schema come back as an ``InvalidInputError`` envelope, not the SDK's plain text."""
+
+    async def call_tool(self, name: str, arguments: dict[str, Any]) -> Any:
+        try:
+            return await super().call_tool(name, arguments)
+        except ToolError as exc:
+            if not isinstance(exc.__cause__, ValidationError):
+                raise
+            return _error(InvalidInputError(_invalid_arguments(name, exc.__cause__)))
+
+
+def _invalid_arguments(tool: str, error: ValidationError) -> str:
+    problems = [f"{'.'.join(str(part) for part in e['loc']) or 'arguments'}: {e['msg']}" for e in error.errors(include_url=False)]
+    more = f" (and {len(problems) - _ARGUMENT_ERRORS} more)" if len(problems) > _ARGUMENT_ERRORS else ""
+    listed = "; ".join(problems[:_ARGUMENT_ERRORS])
+    return f"{tool} got arguments that do not match its input schema: {listed}{more}; see the tool's inputSchema"
 
 
 #: How often, at most, the MCP server pulls before answering a call (with continuous sync on).
@@ -152,7 +177,7 @@ def _anonymizer_of(holder: list[Anonymizer]) -> Anonymizer:
 
 def build_server(mem: Sovseal) -> FastMCP:
     """A FastMCP server whose tools act on ``mem`` (the caller owns and closes ``mem``)."""
-    server = FastMCP("sovseal", instructions=INSTRUCTIONS, log_level="WARNING")
+    server = _Server("sovseal", instructions=INSTRUCTIONS, log_level="WARNING")
     session = _Session(mem)
     anonymizers: list[Anonymizer] = []
 

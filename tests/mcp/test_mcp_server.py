@@ -38,11 +38,17 @@ class Agent:
         assert json.loads(result.content[0].text) == body  # the same envelope as text, for any client
         return body["data"]
 
-    async def error(self, tool: str, **arguments: Any) -> str:
+    async def error(self, tool: str, *, envelope: bool = True, **arguments: Any) -> str:
+        """The error text of a call that must fail; with ``envelope``, the documented error shape
+        (docs/mcp.md, Errors), arguments that do not match the input schema included."""
         result = await self.session.call_tool(tool, arguments)
         assert result.isError, f"{tool}({arguments}) should have failed: {result.content}"
         text = result.content[0].text
         assert "Traceback" not in text
+        if envelope:
+            body = result.structuredContent
+            assert body is not None and body["success"] is False and isinstance(body["timestamp"], int), text
+            assert text == f"{body['error']['type']}: {body['error']['message']}"
         return text
 
 
@@ -112,18 +118,20 @@ def test_an_agent_session_then_a_restart(tmp_path: Path) -> None:
         assert report["ok"] is True and report["problems"] == []
 
         # Bad arguments: each one a tool error, and the server keeps serving.
-        assert "path" in await agent.error("store_memory", payload="no path")
+        assert "InvalidInputError: store_memory got arguments that do not match its input schema: path" in await agent.error(
+            "store_memory", payload="no path"
+        )
         assert "InvalidInputError" in await agent.error("store_memory", path="", payload="x")
         await agent.error("store_memory", path="a", payload="x", type="bogus")
         assert "PayloadTooLargeError" in await agent.error("store_memory", path="a", payload="x" * 300_000)
         await agent.error("store_memory", path="a", payload="x", metadata="not an object")
-        await agent.error("recall_memory", query="q", k=0)
+        assert "k: Input should be greater than or equal to 1" in await agent.error("recall_memory", query="q", k=0)
         await agent.error("recall_memory", query="q", k="many")
         assert "UnknownSnapshotError" in await agent.error("rollback", snapshot_id="snap_" + "0" * 64)
         await agent.error("rollback", snapshot_id="not a snapshot")
         assert "UnknownBranchError" in await agent.error("switch_branch", branch="ghost")
         assert "already exists" in await agent.error("fork", branch="experiment")
-        await agent.error("no_such_tool")
+        assert "Unknown tool" in await agent.error("no_such_tool", envelope=False)  # the SDK's own: no tool to answer
         return await agent.ok("snapshot")
 
     before = run(home, first_session)
@@ -138,6 +146,8 @@ def test_an_agent_session_then_a_restart(tmp_path: Path) -> None:
         recalled = await agent.ok("recall_memory", query="trip to Portugal", k=1)
         assert recalled["memories"][0]["path"] == "chat.today"
         assert (await agent.ok("verify"))["ok"] is True
+        await agent.ok("store_memory", path="user.nothing", payload=None)  # any JSON value, null too
+        assert (await agent.ok("get_memory", path="user.nothing"))["payload"] is None
 
     run(home, after_restart, "--branch", "experiment")
 

@@ -67,6 +67,24 @@ def test_an_empty_node_is_embedded_by_the_store(mem) -> None:
     assert store.query(q).ids == ["blank"]  # found: "" is indexed as " " (the same tokens for the on-device model)
 
 
+def test_a_blank_query_text_is_ranked_by_its_vector_as_in_simple_vector_store(mem) -> None:
+    """Recall finds no words in "  ", so it answers nothing; the store ranks it by the vector instead,
+    as SimpleVectorStore ranks any query: with the query_embedding LlamaIndex computed, or without one
+    by embedding the text itself."""
+    nodes = [_node("blank", " "), _node("a", "alpha"), _node("b", "beta")]
+    ref = SimpleVectorStore()
+    ref.add(nodes)
+    store = SovsealVectorStore(mem, embedder=fake_embed, use_node_embeddings=True)
+    store.add(nodes)
+    vector = [float(x) for x in fake_embed(["  "])[0]]
+    want = ref.query(VectorStoreQuery(query_embedding=vector, similarity_top_k=3))
+    with_vector = VectorStoreQuery(query_str="  ", query_embedding=vector, similarity_top_k=3)
+    for q in (with_vector, VectorStoreQuery(query_str="  ", similarity_top_k=3)):
+        got = store.query(q)
+        assert got.ids == want.ids and len(got.ids) == 3
+        assert got.similarities == pytest.approx(want.similarities, abs=1e-5)
+
+
 def test_a_200k_message_round_trips_through_both_chat_stores(mem) -> None:
     chats = SovsealChatStore(mem)
     turn = [ChatMessage(role="user", content="run it"), ChatMessage(role="tool", content=BIG), ChatMessage(role="assistant", content="")]

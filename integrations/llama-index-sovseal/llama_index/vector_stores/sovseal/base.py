@@ -265,8 +265,9 @@ class SovsealVectorStore(HandleOwner, BasePydanticVectorStore):
           dense and keyword fused, with lineage context, decay and reinforcement. ``alpha`` is not
           applied yet (sovseal's recall takes no per-call weights).
         - ``MMR``: dense candidates re-ranked for diversity (``mmr_threshold``, default 0.5).
-        - A query with only ``query_embedding``: dense search by that vector (needs
-          ``Sovseal.recall_by_vector``); it must come from the store's embedder.
+        - A query with only ``query_embedding``, or a blank ``query_str`` (no words for recall):
+          dense search by that vector (``Sovseal.recall_by_vector``), as ``SimpleVectorStore``
+          ranks any query; a ``query_embedding`` must come from the store's embedder.
 
         Filters, ``doc_ids`` and ``node_ids`` are applied exactly. Scores are sovseal's recall
         scores (higher is better), cosine similarities for dense and MMR searches.
@@ -280,10 +281,12 @@ class SovsealVectorStore(HandleOwner, BasePydanticVectorStore):
         if mode == VectorStoreQueryMode.MMR:
             threshold = query.mmr_threshold if query.mmr_threshold is not None else kwargs.get("mmr_threshold")
             found = self._mmr(query, k, where, threshold)
-        elif mode in _RECALL_MODES and query.query_str:
+        elif mode in _RECALL_MODES and query.query_str and query.query_str.strip():
             found = self._client.recall(query.query_str, k=top_k(k), filter=where)
         elif mode in _RECALL_MODES and query.query_embedding is not None:
             found = self._client.recall_by_vector(query.query_embedding, k=top_k(k), filter=where)
+        elif mode in _RECALL_MODES and query.query_str:  # blank: recall finds no words in it, the vector still ranks
+            found = self._client.recall_by_vector(self._queries.query(query.query_str), k=top_k(k), filter=where)
         elif mode in _RECALL_MODES:
             raise ValueError("a sovseal query needs query_str (or query_embedding from the store's embedder)")
         else:
