@@ -470,10 +470,16 @@ def _progress(label: str) -> Iterator[ops.Progress]:
 
 
 def _parse_json(text: str, what: str, hint: str) -> Any:
+    """``text`` as JSON, or bad input (exit 2) saying why: malformed, nested deeper than Python's
+    parser recurses (RecursionError), or a number longer than Python converts (ValueError)."""
     try:
         return json.loads(text)
     except json.JSONDecodeError as exc:
         raise InvalidInputError(f"{what} is not valid JSON ({exc.msg} at line {exc.lineno} column {exc.colno}); {hint}") from None
+    except RecursionError:
+        raise InvalidInputError(f"{what} is JSON nested too deeply to read (arrays or objects hundreds of levels deep); {hint}") from None
+    except ValueError as exc:  # e.g. an integer of more than 4300 digits
+        raise InvalidInputError(f"{what} is JSON that cannot be read ({_one_line(str(exc)).split(':')[0]}); {hint}") from None
 
 
 def _parse_payload(text: str, mode: str) -> Any:
