@@ -1060,7 +1060,8 @@ class Sovseal:
         problems: list[str] = []
         erased = 0
         with self._store.reading() as lineage:
-            problems.extend(f"journal byte {d.offset}: {d.reason}" for d in lineage.damage)
+            damage = [*lineage.damage, *self._store.audit_restored()]  # the frames a checkpoint covers, read again
+            problems.extend(f"journal byte {d.offset}: {d.reason}" for d in sorted(damage, key=lambda d: d.offset))
             total = len(lineage.nodes)
             for done, node in enumerate(lineage.nodes, 1):
                 try:

@@ -90,6 +90,11 @@ class Branch:
 _KIND_NAMES = {BranchFrame: "branch", ReinforceFrame: "reinforcement", AckFrame: "ack", RedactionFrame: "redaction"}
 
 
+def kind_name(frame: Frame) -> str:
+    """What a frame is, in words, for the damage reports."""
+    return "record" if isinstance(frame, RecordFrame) else _KIND_NAMES[type(frame)]
+
+
 @dataclass(slots=True)
 class Damage:
     offset: int

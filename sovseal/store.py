@@ -44,7 +44,7 @@ from .errors import (
 )
 from .filelock import Exclusive, WriterLock
 from .journal import FORMAT, HEADER, JOURNAL_HEADER, Journal, JournalHeaderError, JournalWriter, Order
-from .lineage import Branch, Damage, Lineage, Node
+from .lineage import Branch, Damage, Lineage, Node, kind_name
 from .sealing import Sealing
 from .wire import WireItem
 
@@ -416,6 +416,31 @@ class LocalStore:
         self.checkpointed = int(header["nodes"])
         self.checkpoint_has_catalog = "c.state" in arrays
         self._count_seals()
+
+    def audit_restored(self) -> list[Damage]:
+        """Damage in the frames the checkpoint this handle started from covers (none without one).
+
+        Such a handle never read those frames: bytes damaged since the checkpoint was written
+        would go unseen, while an open without the checkpoint would find them. verify() calls
+        this; record frames it skips, since verify() opens every record anyway.
+        The caller holds the mutex.
+        """
+        if self.restored is None:
+            return []
+        records = {node.offset for node in self._lineage.nodes}
+        found: list[Damage] = []
+        for frame in self._journal.audit(int(self.restored["end"])):
+            if frame.order is Order.REPEATED:
+                found.append(Damage(frame.offset, "a frame appears again after its place (replayed or moved back)"))
+            elif frame.order is Order.AFTER_GAP:
+                found.append(Damage(frame.offset, "frames before this one are missing or out of order"))
+            elif not frame.authentic and frame.offset not in records:
+                try:
+                    kind = kind_name(self.decode(frame.body))
+                except ValueError:
+                    kind = "journal"  # not even its kind can be read
+                found.append(Damage(frame.offset, f"a {kind} frame failed authentication"))
+        return found
 
     def take_restored(self) -> tuple[dict[str, Any], dict[str, Any]] | None:
         """The checkpoint's header and arrays, once (the recall engine restores its catalog from them)."""

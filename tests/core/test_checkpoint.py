@@ -19,6 +19,8 @@ import numpy as np
 import pytest
 
 from sovseal import Sovseal
+from sovseal.frames import Kind
+from sovseal.journal import HEADER, JOURNAL_HEADER
 from sovseal.store import CHECKPOINT, LocalStore
 from tests.fakes import fake_embed
 
@@ -125,6 +127,38 @@ def _checkpointed(directory: Path, key: bytes, records: int = 30) -> dict[str, o
 def _opened(directory: Path, key: bytes) -> tuple[bool, dict[str, object]]:
     with Sovseal(directory, key=key, embedder=fake_embed) as mem:
         return mem._store.restored is not None, {"log": mem.log(), "state": mem.state()}
+
+
+def _frame_offsets(journal: Path, kind: Kind) -> list[int]:
+    """Where the frames of ``kind`` start: frame headers walked by hand, the body's first byte is its kind."""
+    data, offset, found = journal.read_bytes(), JOURNAL_HEADER.size, []
+    while offset < len(data):
+        length = HEADER.unpack_from(data, offset)[0]
+        if data[offset + HEADER.size] == kind:
+            found.append(offset)
+        offset += HEADER.size + length
+    return found
+
+
+@pytest.mark.parametrize("kind", [Kind.BRANCH, Kind.REINFORCE, Kind.RECORD])
+def test_verify_finds_damage_in_the_frames_a_checkpoint_covers(tmp_path: Path, kind: Kind) -> None:
+    """A frame damaged after the checkpoint was written: the store still opens from the checkpoint
+    (its state was read when the frame was whole), and verify() reports the frame all the same."""
+    key = os.urandom(32)
+    with _busy_store(tmp_path, key) as mem:
+        mem.reinforce("notes.6")
+        mem.store("last", {"z": 0})  # the checkpoint's own last frame must stay whole
+        assert mem._store.write_checkpoint() is not None
+    journal = tmp_path / "journal.log"
+    offset = _frame_offsets(journal, kind)[0]
+    damaged = bytearray(journal.read_bytes())
+    damaged[offset + HEADER.size + 20] ^= 0x01
+    journal.write_bytes(bytes(damaged))
+    with Sovseal(tmp_path, key=key, embedder=fake_embed, read_only=True) as mem:
+        assert mem._store.restored is not None
+        report = mem.verify()
+    assert not report.ok
+    assert any(problem.startswith(f"journal byte {offset}:") or f"journal byte {offset} " in problem for problem in report.problems)
 
 
 def test_a_flipped_bit_anywhere_makes_the_checkpoint_ignored(tmp_path: Path) -> None:
