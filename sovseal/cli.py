@@ -356,18 +356,38 @@ def _open(
         yield mem, origin
 
 
-def _model_loading() -> EmbedFn | None:
+@contextmanager
+def _model_loading() -> Iterator[EmbedFn | None]:
     """The on-device model, loading in a thread from now on: a command that embeds a query loads
-    it while the store opens (both take a few hundred milliseconds) instead of after."""
+    it while the store opens (both take a few hundred milliseconds) instead of after.
+
+    Leaving the block waits for the thread, also when the command fails first: an interpreter that
+    exits while the thread is inside onnxruntime's native code aborts the process (SIGABRT, exit
+    134) instead of exiting with the command's code.
+    """
     if EMBEDDER is not None:
-        return EMBEDDER
+        yield EMBEDDER
+        return
     import threading
 
     from .embed import Embedder
 
     embedder = Embedder()
-    threading.Thread(target=embedder.ready, name="sovseal-model", daemon=True).start()
-    return embedder
+    loader = threading.Thread(target=_load_quietly, args=(embedder,), name="sovseal-model", daemon=True)
+    loader.start()
+    try:
+        yield embedder
+    finally:
+        loader.join()
+
+
+def _load_quietly(embedder: Any) -> None:
+    """Load ``embedder`` ahead of its first use. A failure is left for that use to raise again, in
+    the command's thread, where it becomes one line and an exit code (here it would be a traceback)."""
+    try:
+        embedder.ready()
+    except Exception:  # noqa: BLE001 - the first embed loads again and reports the error properly
+        return
 
 
 def _emit_json(data: Any) -> None:
@@ -893,6 +913,13 @@ def _memory_table(memories: list[Any], *, scores: bool) -> Any:
     return table
 
 
+def _check_filter(filter_: dict[str, Any] | None) -> None:
+    """Refuse a malformed ``--filter`` (exit 2) before the model starts loading for nothing."""
+    from .recall.filters import parse
+
+    parse(filter_)
+
+
 @main.command(short_help="Find the memories that best match a query.")
 @click.argument("query")
 @click.option("-k", "k", type=click.IntRange(1, 1000), default=5, show_default=True, help="How many memories to return.")
@@ -916,7 +943,8 @@ def recall(query: str, k: int, filter_json: str | None, path: str | None, branch
     """
     query = _from_stdin(query, key_file).strip()
     filter_ = _parse_object(filter_json, "--filter", '{"type": "procedural"}')
-    with _open(path, branch, key_file, embedder=_model_loading()) as (mem, _):
+    _check_filter(filter_)
+    with _model_loading() as embedder, _open(path, branch, key_file, embedder=embedder) as (mem, _):
         found = mem.recall(query, k=k, filter=filter_)
     if as_json:
         _emit_json(found)

@@ -87,3 +87,29 @@ def test_bad_input_prints_one_line_and_a_documented_exit_code(sh: Shell) -> None
         assert "SOVSEAL_KEY_FALLBACK=file" in sh("status", code=4).stderr
     finally:
         sh.env["SOVSEAL_KEY_FALLBACK"] = env_without_fallback
+
+
+def test_recall_failing_fast_exits_with_its_code_every_time(sh: Shell) -> None:
+    """The model loads in a thread while the store opens; a recall that fails before it is loaded
+    must still exit with its documented code, not abort in native code as the interpreter exits
+    under the loading thread (`terminate called without an active exception`, exit 134)."""
+    sh("init")
+    sh("store", "a", "some memory")
+    for _ in range(4):  # the abort was racy: about one run in two
+        assert "no branch named 'ghost'" in sh("recall", "x", "--branch", "ghost", code=3).stderr
+        assert "type must be one of" in sh("recall", "x", "--filter", '{"type": "weird"}', code=2).stderr
+        assert proc_lines(sh("recall", "x", "--filter", '{"nope": 1}', code=2)) == 1
+
+
+def test_recall_without_the_model_says_so_once(sh: Shell, tmp_path: Path) -> None:
+    """The loading thread's own failure prints no traceback: the recall reports it, on one line."""
+    sh("init")
+    sh("store", "a", "some memory")
+    sh.env["SOVSEAL_MODEL_DIR"] = str(tmp_path / "no-model")
+    proc = sh("recall", "x", code=6)
+    assert proc_lines(proc) == 1 and "SOVSEAL_MODEL_DIR" in proc.stderr
+
+
+def proc_lines(proc: subprocess.CompletedProcess[str]) -> int:
+    """How many lines the command printed on stderr."""
+    return len(proc.stderr.strip().splitlines())
