@@ -936,6 +936,8 @@ class Sovseal:
         checks them. With replication the purge is sent to the server, which drops the sealed
         bodies, and every other device erases them on its next pull. UnknownPathError when none of
         the paths has a version anywhere (a path already purged is not an error: nothing is new).
+        A purge that a crash interrupted before its rewrite is finished by running it again: with
+        nothing new to erase it still rewrites the journal while erased content is left in it.
         """
         self._check_open()
         if path is None and prefix is None and not unreachable:
@@ -982,10 +984,14 @@ class Sovseal:
         erased, matched = self._store.purge(select, {**description, "reason": reason})
         if not matched and not unreachable:
             raise UnknownPathError(f"{_nothing_named(description)} exists on any branch; nothing was purged")
-        reclaimed = self.compact().reclaimed if compact and erased else 0
+        with self._store.reading() as lineage:
+            # Erased, yet still sealed in the journal: this purge's, or those of one a crash cut
+            # short before its rewrite (running it again finishes it), or of purges that deferred it.
+            rewrite = compact and lineage.uncompacted > 0
+        reclaimed = self.compact().reclaimed if rewrite else 0
         if not compact:
             self._forget_erased()
-        return PurgeResult(erased, compact and bool(erased), reclaimed)
+        return PurgeResult(erased, rewrite, reclaimed)
 
     def erasures(self) -> int:
         """How many records of this store have been erased so far (here, by another process, or by a pull).

@@ -47,7 +47,7 @@ import shutil
 import sys
 import threading
 import warnings
-from collections.abc import Iterable
+from collections.abc import Iterable, Iterator
 from dataclasses import dataclass
 from dataclasses import field as dataclass_field
 from datetime import timedelta
@@ -97,6 +97,8 @@ RESCORE_SHARE = 40
 #: (see VectorIndex._search_ivf): one call to the dot-product kernel costs about 2.7 us here,
 #: what scanning some 100 KB does from memory.
 RUN_GAP_BYTES = 64 * 1024
+#: Rows per batch when the table is written afresh (an erasure): 64k rows of 384 floats, 100 MB.
+_REWRITE_BATCH = 65_536
 #: k-means iterations and training sample per list.
 _KMEANS_ITERATIONS = 10
 _SAMPLE_PER_LIST = 64
@@ -505,9 +507,11 @@ class VectorIndex:
     def erase(self, nodes: Iterable[int]) -> None:
         """Remove erased records' vectors everywhere (docs/design.md, "Redaction skeletons").
 
-        From memory (:meth:`forget`), from the LanceDB table, whose old versions and deletion files
-        are then removed (LanceDB keeps every version otherwise), and from the snapshot, rewritten
-        whole without them. Raises if the table cannot be rewritten: the caller reports it.
+        From memory (:meth:`forget`), from the LanceDB table, written afresh from the matrix without
+        them, its old versions and their files then removed, and from the snapshot, rewritten whole
+        without them. Deleting rows would not do: LanceDB only marks them in a deletion file, and
+        its compaction rewrites a data file only once a tenth of its rows are deleted, so an erased
+        vector would stay on disk. Raises if the table cannot be rewritten: the caller reports it.
         """
         gone = sorted(set(nodes))
         if not gone or self.read_only:
@@ -517,12 +521,29 @@ class VectorIndex:
         self.flush()
         self._open_table_now()
         if self._table is not None:
-            for start in range(0, len(gone), 1000):
-                self._table.delete(f"node IN ({','.join(str(n) for n in gone[start : start + 1000])})")
+            self._load()  # rows other processes added since this handle read the table: kept too
+            self._table = self._db.create_table(_TABLE, data=self._batches_without(set(gone)), schema=self._schema, mode="overwrite")
             with warnings.catch_warnings():  # that other processes' old versions go is the point here
                 warnings.simplefilter("ignore", UserWarning)
                 self._table.optimize(cleanup_older_than=timedelta(0), delete_unverified=True)
         self.save_snapshot()
+
+    def _batches_without(self, gone: set[int]) -> Iterator[Any]:  # pyarrow RecordBatches
+        """The matrix's rows as table batches, except those of ``gone`` (their rows are zeroed)."""
+        import pyarrow as pa
+
+        with self._lock:
+            rows = self._rows
+            self._indexed = {int(n) for n in self._row_node[:rows].tolist()} - gone
+        for start in range(0, rows, _REWRITE_BATCH):
+            with self._lock:
+                nodes = self._row_node[start : min(rows, start + _REWRITE_BATCH)]
+                keep = ~np.isin(nodes, np.fromiter(gone, dtype=np.int64, count=len(gone)))
+                nodes, matrix = nodes[keep], self._matrix[start : start + len(keep)][keep]
+            yield pa.record_batch(
+                [pa.array(nodes, pa.int64()), pa.FixedSizeListArray.from_arrays(pa.array(matrix.ravel()), self.dim)],
+                schema=self._schema,
+            )
 
     def compact(self) -> None:
         """Merge the small fragments that batched adds leave behind, and drop old versions."""

@@ -28,6 +28,7 @@ from tests.fakes import fake_embed
 
 ROOT = str(Path(__file__).resolve().parents[2])
 SECRET = "the launch code is 7351-alpha-quebec"
+LATEST_TEXT = f"user secret: {SECRET} again"  # what was embedded for its last version (sovseal.entries.memory_text)
 
 
 def _open(directory: Path, key: bytes) -> Sovseal:
@@ -89,7 +90,7 @@ def test_purge_erases_every_version_on_every_branch_and_the_lineage_still_verifi
             mem._store.open(mem._store.resolve(result.erased[0]))
     data = every_file(tmp_path / "s")
     assert not any(s in data for s in sealed)
-    assert _vector_bytes(SECRET) not in data
+    assert _vector_bytes(f"user secret: {SECRET}") not in data  # the first version's vector (sovseal.entries.memory_text)
     assert b"7351" not in plaintexts(tmp_path / "s", key)
     with _open(tmp_path / "s", key) as again:  # restart: the same state, from the journal and the checkpoint
         assert again.get("user.secret") is None and again.verify().ok
@@ -228,7 +229,7 @@ def test_a_device_holding_the_content_erases_it_when_the_redaction_arrives(tmp_p
         b.import_items(before)  # an old backup replayed: the erased content is never taken back
         assert b.get("user.secret") is None
     assert not any(s in every_file(tmp_path / "b") for s in sealed)
-    assert _vector_bytes(SECRET + " again") not in every_file(tmp_path / "b")
+    assert _vector_bytes(LATEST_TEXT) not in every_file(tmp_path / "b")
 
 
 def test_a_tampered_redaction_or_skeleton_is_refused(tmp_path: Path, key: bytes) -> None:
@@ -360,6 +361,42 @@ def test_sigkill_at_random_points_of_compaction_loses_nothing_acknowledged(tmp_p
             mem.compact()  # whatever the kill left, the next compaction finishes the job
         assert not any(s in (directory / "journal.log").read_bytes() for s in sealed)
     assert outcomes  # (which rounds finished before the kill depends on the machine: both are correct)
+
+
+KILLED_BEFORE_REWRITE = """
+import os, signal, sys
+from pathlib import Path
+sys.path.insert(0, sys.argv[3])
+import sovseal.compaction
+from sovseal import Sovseal
+from tests.fakes import fake_embed
+
+sovseal.compaction.compact = lambda store: os.kill(os.getpid(), signal.SIGKILL)  # the crash: after the redaction, before the rewrite
+with Sovseal(Path(sys.argv[1]), key=bytes.fromhex(sys.argv[2]), embedder=fake_embed) as mem:
+    mem.purge("user.secret")
+"""
+
+
+def test_running_a_purge_again_finishes_one_a_crash_cut_short(tmp_path: Path, key: bytes) -> None:
+    """Killed between its redaction and its rewrite, a purge left the sealed entries (and the
+    vector) on disk; running it again has nothing new to erase, yet rewrites the journal."""
+    directory = tmp_path / "s"
+    with _open(directory, key) as mem:
+        mem.store_many([{"path": f"bulk.{i}", "payload": "y" * 2000} for i in range(50)])  # under the auto threshold
+        _history(mem)
+        sealed = _sealed_entries(mem, "user.secret")
+    done = subprocess.run([sys.executable, "-c", KILLED_BEFORE_REWRITE, str(directory), key.hex(), ROOT], check=False, timeout=120)
+    assert done.returncode == -signal.SIGKILL
+    with _open(directory, key) as mem:
+        assert mem.get("user.secret") is None  # erased for reads: the redaction was durable
+        assert any(s in every_file(directory) for s in sealed)  # ... but not yet from the disk
+        assert _vector_bytes(LATEST_TEXT) in every_file(directory)  # and its vector
+        again = mem.purge("user.secret")
+        assert again.erased == [] and again.compacted and again.bytes_reclaimed > 0
+        assert mem.verify().ok
+    assert not any(s in every_file(directory) for s in sealed)
+    assert _vector_bytes(LATEST_TEXT) not in every_file(directory)
+    assert b"7351" not in plaintexts(directory, key)
 
 
 def test_compaction_refuses_a_damaged_journal_and_changes_nothing(tmp_path: Path, key: bytes) -> None:
