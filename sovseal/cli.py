@@ -19,6 +19,7 @@ import json
 import os
 import re
 import shutil
+import stat
 import sys
 import tempfile
 import time
@@ -1196,9 +1197,51 @@ def rebuild_index(path: str | None, key_file: str | None, as_json: bool) -> None
 # -- backup --------------------------------------------------------------------------------------
 
 
+_FILE_KINDS = ((stat.S_ISFIFO, "a FIFO"), (stat.S_ISCHR, "a character device"), (stat.S_ISBLK, "a block device"),
+               (stat.S_ISSOCK, "a socket"), (stat.S_ISDIR, "a directory"))
+
+
+def _export_target(file: str, force: bool) -> Path:
+    """The regular file a backup replaces: ``file``, or what a symlink ``file`` points to (so the
+    link stays a link). Anything else that is there (a FIFO, a device, a directory) is refused and
+    left alone: the backup is written beside it and renamed over it, which would replace it."""
+    target = Path(os.path.realpath(file))
+    try:
+        mode = target.stat().st_mode
+    except FileNotFoundError:
+        return target
+    if not stat.S_ISREG(mode):
+        kind = next((name for test, name in _FILE_KINDS if test(mode)), "a special file")
+        raise InvalidInputError(
+            f"{file} is {kind}, not a regular file: export writes a backup file only; pass another FILE, or `-` for stdout"
+        )
+    if not force:
+        raise InvalidInputError(f"{file} exists; pass --force to overwrite it")
+    return target
+
+
+@contextmanager
+def _replacing(target: Path) -> Iterator[Any]:
+    """A new file beside ``target`` that replaces it only once fully written and fsynced: a failed
+    or interrupted export leaves the old backup as it was, and no temporary file behind."""
+    from .durable import fsync_dir, fsync_fd
+
+    fd, tmp = tempfile.mkstemp(dir=target.parent, prefix=f".{target.name}.", suffix=".tmp")
+    try:
+        with os.fdopen(fd, "wb") as out:
+            yield out
+            out.flush()
+            fsync_fd(out.fileno())
+        os.replace(tmp, target)
+    except BaseException:
+        Path(tmp).unlink(missing_ok=True)
+        raise
+    fsync_dir(target.parent)
+
+
 @main.command("export", short_help="Write an encrypted backup file of the whole store.")
 @click.argument("file", type=click.Path(dir_okay=False, allow_dash=True))
-@click.option("--force", is_flag=True, help="Overwrite FILE if it exists.")
+@click.option("--force", is_flag=True, help="Replace FILE if it exists (through a symlink: the file it points to).")
 @path_option
 @key_option
 @json_option
@@ -1218,15 +1261,9 @@ def export_(file: str, force: bool, path: str | None, key_file: str | None, as_j
         if file == "-":
             info = ops.export_backup(mem, master, sys.stdout.buffer, progress=progress)
         else:
-            target = Path(file)
-            if target.exists() and not force:
-                raise InvalidInputError(f"{target} exists; pass --force to overwrite it")
-            tmp = target.with_name(f".{target.name}.tmp")
-            with open(tmp, "wb") as out:
+            target = _export_target(file, force)
+            with _replacing(target) as out:
                 info = ops.export_backup(mem, master, out, progress=progress)
-                out.flush()
-                os.fsync(out.fileno())
-            os.replace(tmp, target)
     if file == "-":
         return
     if as_json:
