@@ -406,6 +406,25 @@ def _note(text: str) -> None:
     click.echo(text, err=True)
 
 
+#: Control characters a terminal acts on instead of showing (C0, DEL, C1): in stored text they could
+#: set the window title, clear the screen or hide what follows. Multi-line text keeps tab and newline.
+_CONTROL = re.compile(r"[\x00-\x1f\x7f-\x9f]")
+_CONTROL_IN_TEXT = re.compile(r"[\x00-\x08\x0b-\x1f\x7f-\x9f]")
+_ESCAPE_NAMES = {"\n": "\\n", "\r": "\\r", "\t": "\\t"}
+
+
+def _visible(value: str, *, text: bool = False) -> str:
+    """``value`` for human output, its control characters shown as escapes (``\\x1b``, ``\\n``).
+
+    Paths, payloads and branch names come from agents, other devices and backups: printed as they
+    are, they would drive the terminal; click strips only some of them, and only on a pipe, so the
+    output would also differ between a terminal and a pipe. ``text``: a multi-line payload, which
+    keeps its newlines and tabs. ``--json`` output is never passed through this.
+    """
+    pattern = _CONTROL_IN_TEXT if text else _CONTROL
+    return pattern.sub(lambda m: _ESCAPE_NAMES.get(m.group(), f"\\x{ord(m.group()):02x}"), value)
+
+
 def _short(sid: str | None) -> str:
     """A snapshot id as human output shows it: ``snap_`` and 12 hex digits, like git's short ids
     (commands take any unique prefix back; ``--json`` prints ids in full)."""
@@ -418,7 +437,7 @@ def _human(value: Any, sep: str = ", ") -> str:
     if value is None:
         return "-"
     if isinstance(value, str):
-        return _short(value) if re.fullmatch(r"snap_[0-9a-f]{64}", value) else value
+        return _short(value) if re.fullmatch(r"snap_[0-9a-f]{64}", value) else _visible(value)
     if isinstance(value, list):
         return sep.join(_human(v) for v in value)
     if isinstance(value, dict):
@@ -453,7 +472,7 @@ def _fields(rows: list[tuple[str, str]], *, label_style: dict[str, Any]) -> None
     """Print label/value pairs as aligned lines, each on one line however long (never wrapped)."""
     width = max((len(label) for label, _ in rows), default=0)
     for label, value in rows:
-        click.echo(f"{click.style(label.ljust(width), **label_style)}  {value}")
+        click.echo(f"{click.style(label.ljust(width), **label_style)}  {_visible(value)}")
 
 
 def _compact(value: Any, limit: int = 160) -> str:
@@ -724,9 +743,9 @@ def store(
     if as_json:
         _emit_json(data)
     elif result.reinforced:
-        click.echo(f"reinforced {memory_path} ({_short(result.snapshot_id)} on {branch}): it already held this value")
+        click.echo(f"reinforced {_visible(memory_path)} ({_short(result.snapshot_id)} on {_visible(branch)}): it already held this value")
     else:
-        click.echo(f"stored {memory_path} -> {_short(result.snapshot_id)} on {branch}")
+        click.echo(f"stored {_visible(memory_path)} -> {_short(result.snapshot_id)} on {_visible(branch)}")
 
 
 @main.command(short_help="Delete a path (a tombstone; history is kept).")
@@ -751,7 +770,7 @@ def delete(memory_path: str, path: str | None, branch: str, key_file: str | None
     if as_json:
         _emit_json({"path": memory_path, "branch": branch, "deleted": True, **ops.jsonable(result)})
     else:
-        click.echo(f"deleted {memory_path} -> {_short(result.snapshot_id)} on {branch}")
+        click.echo(f"deleted {_visible(memory_path)} -> {_short(result.snapshot_id)} on {_visible(branch)}")
 
 
 def _stdin_is_tty() -> bool:
@@ -886,7 +905,7 @@ def rollback(snapshot: str, path: str | None, branch: str, key_file: str | None,
     if as_json:
         _emit_json({"branch": branch, "head": target, "previous_head": previous})
         return
-    click.echo(f"{branch}: HEAD {_short(previous)} -> {_short(target)}")
+    click.echo(f"{_visible(branch)}: HEAD {_short(previous)} -> {_short(target)}")
     if previous and previous != target:
         _note(f"nothing was deleted; undo with: sovseal rollback {previous} --branch {branch}")
 
@@ -907,7 +926,7 @@ def _memory_table(memories: list[Any], *, scores: bool) -> Any:
     table.add_column("snapshot", no_wrap=True)
     for m in memories:
         kind = m.type + (f" x{m.reinforce_count + 1}" if m.reinforce_count else "")
-        row = [Text(m.path), Text(kind), Text(_compact(m.payload)), Text(_short(m.snapshot_id))]
+        row = [Text(_visible(m.path)), Text(kind), Text(_visible(_compact(m.payload), text=True)), Text(_short(m.snapshot_id))]
         if scores:
             row.insert(0, Text("-" if m.score is None else f"{m.score:.3f}"))
         table.add_row(*row)
@@ -975,7 +994,8 @@ def get(memory_path: str, path: str | None, branch: str, key_file: str | None, a
     if as_json:
         _emit_json(found)
         return
-    click.echo(found.payload if isinstance(found.payload, str) else json.dumps(found.payload, indent=2, ensure_ascii=False))
+    shown = found.payload if isinstance(found.payload, str) else json.dumps(found.payload, indent=2, ensure_ascii=False)
+    click.echo(_visible(shown, text=True))
     reinforced = f"{_count(found.reinforce_count, 'time')}, last {_when(found.last_reinforced)}"
     rows = [
         ("path", found.path),
@@ -1029,7 +1049,7 @@ ERASED_PATH = "(purged)"
 
 
 def _log_path(op: str, path: str) -> str:
-    return ERASED_PATH if op == "erased" else path
+    return ERASED_PATH if op == "erased" else _visible(path)
 
 
 _LANE_COLORS = ("red", "green", "yellow", "blue", "magenta", "cyan")
@@ -1045,7 +1065,7 @@ def _draw_graph(nodes: list[ops.GraphNode], current: str) -> None:
             continue
         line = [lanes, " " * (1 + max(0, 8 - len(prefix))), click.style(_short(node.snapshot_id), fg="yellow")]
         if node.branches:
-            labels = ", ".join(f"HEAD -> {b}" if b == current else b for b in node.branches)
+            labels = ", ".join(f"HEAD -> {_visible(b)}" if b == current else _visible(b) for b in node.branches)
             line += [" (", click.style(labels, fg="green", bold=True), ")"]
         line += [f" {node.op} {_log_path(node.op, node.path)}  ", click.style(_when(node.created_at), dim=True)]
         click.echo("".join(line))
@@ -1077,7 +1097,7 @@ def branches(delete_name: str | None, path: str | None, branch: str, key_file: s
         return
     for row in rows:
         mark = "*" if row["current"] else " "
-        click.echo(f"{mark} {row['name']:<24} {_short(row['head'])}  {_count(row['visible'], 'memory', 'memories')}")
+        click.echo(f"{mark} {_visible(row['name']):<24} {_short(row['head'])}  {_count(row['visible'], 'memory', 'memories')}")
 
 
 @main.command(short_help="Recurring Patterns: reinforced memories by type.")
@@ -1100,7 +1120,7 @@ def mind(min_count: int, show_all: bool, path: str | None, branch: str, key_file
 
     console = _console()
     title = "Memories" if show_all or min_count == 0 else "Recurring Patterns"
-    console.print(Text(f"{title} on {branch}", style="bold"))
+    console.print(Text(f"{title} on {_visible(branch)}", style="bold"))
     if not any(groups.values()):
         console.print(Text("  nothing reinforced yet: storing the same fact again reinforces it", style="dim"))
         return
@@ -1110,8 +1130,8 @@ def mind(min_count: int, show_all: bool, path: str | None, branch: str, key_file
         console.print(Text(f"\n{kind.capitalize()} ({len(items)})", style="bold cyan"))
         for m in items:
             line = Text(f"  x{m.reinforce_count + 1:<3} ", style="green")
-            line.append(m.path, style="bold")
-            line.append(f"  {_compact(m.payload, 100)}")
+            line.append(_visible(m.path), style="bold")
+            line.append(f"  {_visible(_compact(m.payload, 100), text=True)}")
             console.print(line)
 
 
@@ -1819,10 +1839,12 @@ def sync(path: str | None, branch: str, key_file: str | None, as_json: bool) -> 
     click.echo(f"pushed {_count(pushed, 'item')}, pulled {_count(result.received, 'item')} ({_count(result.new_records, 'new snapshot')})")
     for name, sids in heads.items():
         if len(sids) > 1:
-            click.echo(f"  {name}: {len(sids)} heads ({', '.join(_short(s) for s in sids)}); the next write on it merges them")
+            click.echo(f"  {_visible(name)}: {len(sids)} heads ({', '.join(_short(s) for s in sids)}); the next write on it merges them")
     for conflict in conflicts:
-        click.echo(f"  conflict on {conflict.branch}: {conflict.path} written on {len(conflict.versions)} devices at once; "
-                   f"showing {_short(conflict.chosen)}")
+        click.echo(
+            f"  conflict on {_visible(conflict.branch)}: {_visible(conflict.path)} written on {len(conflict.versions)} devices "
+            f"at once; showing {_short(conflict.chosen)}"
+        )
 
 
 @main.command(short_help="Pull a project from the replication server into this store.")

@@ -23,12 +23,15 @@ class Run:
     home: Path
     env: dict[str, str | None]
 
-    def __call__(self, *args: str, input: str | bytes | None = None, code: int | None = 0, **env: str | None) -> Result:
+    def __call__(
+        self, *args: str, input: str | bytes | None = None, code: int | None = 0, color: bool = False, **env: str | None
+    ) -> Result:
+        """``color``: output as on a terminal (click keeps styles; set FORCE_COLOR=1 for rich's too)."""
         kwargs: dict[str, Any] = {}
         if "mix_stderr" in inspect.signature(CliRunner).parameters:  # click < 8.2
             kwargs["mix_stderr"] = False
         runner = CliRunner(**kwargs)
-        result = runner.invoke(cli.main, list(args), input=input, env={**self.env, **env}, catch_exceptions=True)
+        result = runner.invoke(cli.main, list(args), input=input, env={**self.env, **env}, catch_exceptions=True, color=color)
         if result.exception is not None and not isinstance(result.exception, SystemExit):
             raise result.exception  # a traceback is a bug: every error must be one line and an exit code
         if code is not None:
