@@ -87,7 +87,14 @@ class Sealing:
         )
 
     def skeleton_aad(self, frame: fr.RecordFrame) -> bytes:
-        """The AAD of a record's skeleton seal: its clear fields with flag REDACTED.
+        """The AAD of a record's skeleton seal: what every version of its snapshot shares.
+
+        Two devices that store the same entry on the same parents make two versions of one snapshot
+        (docs/design.md, "Versions of one snapshot"), each with its own clock, ``after`` and branch.
+        One redaction erases them all with one seal: the server puts it in every version it holds and
+        compaction writes it for the version each device holds. So the seal binds the snapshot's
+        identity (its wire id, which the sealed snapshot id re-derives, its parents and its path
+        hash) with flag REDACTED, not the clear fields of the one version the purging device held.
 
         A record of journal format 2 (LEGACY) is bound as its format-2 item names it on every device
         (id, parent, branch, path): what a device's migration added to it locally (a raised clock, the
@@ -100,6 +107,16 @@ class Sealing:
                 parent_wire_id=frame.parent_wire_id.hex() if frame.parents else "",
                 context=f"{frame.branch_id.hex()}/{frame.path_hash.hex()}/redacted",
             )
+        return record_aad(
+            key_id=self.key_id,
+            wire_id=frame.wire_id.hex(),
+            parent_wire_id=",".join(p.hex() for p in frame.parents),
+            context=f"skeleton/{fr.REDACTED}/{frame.path_hash.hex()}",
+        )
+
+    def _version_skeleton_aad(self, frame: fr.RecordFrame) -> bytes:
+        """The AAD skeleton seals had before they were shared by every version: the clear fields of
+        the purging device's version with flag REDACTED. Seals made then still open under it."""
         return record_fields_aad(
             self.key_id, frame.wire_id, frame.parents, frame.flags | fr.REDACTED, frame.hlc, frame.branch_id, frame.path_hash, frame.after
         )
@@ -127,7 +144,13 @@ class Sealing:
 
     def open_skeleton(self, frame: fr.RecordFrame, seal: bytes) -> dict[str, Any]:
         """What a skeleton seal holds ({"sid", "op", "redacted"}), checked against the record's wire id."""
-        sealed = loads(unpad(self.sync.open(seal, self.skeleton_aad(frame))))
+        try:
+            plaintext = self.sync.open(seal, self.skeleton_aad(frame))
+        except IntegrityError:
+            if frame.flags & fr.LEGACY:
+                raise
+            plaintext = self.sync.open(seal, self._version_skeleton_aad(frame))  # a seal made before versions shared one
+        sealed = loads(unpad(plaintext))
         if not isinstance(sealed, dict) or sealed.get("redacted") is not True or self.wire_id(str(sealed.get("sid"))) != frame.wire_id:
             raise IntegrityError(f"the skeleton of snapshot {frame.wire_id.hex()} does not name its own snapshot; run verify()")
         return sealed
