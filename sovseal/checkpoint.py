@@ -2,11 +2,15 @@
 
 A checkpoint is a cache of what opening a store computes from its journal (docs/design.md,
 "Checkpoints (cold open)"). This module knows only the file: a clear header (JSON) bound into the
-AAD of every sealed chunk, then the arrays as one byte stream cut into 16 MiB chunks, each sealed
-with AES-256-GCM under ``HKDF(k_rest, salt, "sovseal checkpoint v1")`` with its chunk number as the
+AAD of every sealed chunk, then one sealed byte stream cut into 16 MiB chunks, each sealed with
+AES-256-GCM under ``HKDF(k_rest, salt, "sovseal checkpoint v1")`` with its chunk number as the
 nonce. A fresh random salt per checkpoint means a fresh key, so nonces never repeat and the
-journal's sealing budget is not spent. What the arrays mean is the lineage's and the catalog's
-business; what makes a checkpoint fit a journal is the store's.
+journal's sealing budget is not spent. The stream holds the arrays' layout (names, types,
+shapes), then the arrays, then zeros up to a Padmé length (sovseal.crypto.padme): the clear part
+tells only what fitting the journal needs, and the file's size no more than the padded journal's
+does, so comparing two checkpoints does not give the exact size of what a purge erased. What
+the arrays mean is the lineage's and the catalog's business; what makes a checkpoint fit a
+journal is the store's.
 """
 
 from __future__ import annotations
@@ -25,10 +29,12 @@ from cryptography.hazmat.primitives import hashes
 from cryptography.hazmat.primitives.ciphers.aead import AESGCM
 from cryptography.hazmat.primitives.kdf.hkdf import HKDF
 
+from .crypto import padme
 from .durable import fsync_dir
 
 MAGIC = b"SOVSEALCP\n"
-VERSION = 1
+VERSION = 2  # 1: the layout was in the clear header (a version-1 file is refused: the journal is replayed)
+_LAYOUT = struct.Struct(">I")  # the layout's length, at the start of the sealed stream
 _PREFIX = struct.Struct(">10sI32sI")  # magic, version, salt, header length
 _CHUNK = 16 * 1024 * 1024
 _AAD = b"sovseal-cp-v1"
@@ -64,11 +70,15 @@ def write(path: Path, k_rest: bytes, header: dict[str, Any], arrays: dict[str, n
         data = np.ascontiguousarray(array)
         layout.append([name, data.dtype.str, list(data.shape), data.nbytes])
         parts.append(data.data.cast("B"))
-    clear = json.dumps({**header, "arrays": layout}, sort_keys=True, separators=(",", ":")).encode()
+    described = json.dumps(layout, separators=(",", ":")).encode()
+    parts.insert(0, memoryview(_LAYOUT.pack(len(described)) + described))
+    content = sum(len(p) for p in parts)
+    total = padme(content)
+    parts.append(memoryview(bytes(total - content)))
+    clear = json.dumps(header, sort_keys=True, separators=(",", ":")).encode()
     digest = hashlib.sha256(clear).digest()
     salt = os.urandom(32)
     aead = _key(k_rest, salt)
-    total = sum(len(p) for p in parts)
     chunks = max(1, -(-total // _CHUNK))
     path.parent.mkdir(parents=True, exist_ok=True)
     temporary = path.with_name(f"{path.name}.{os.getpid()}.{os.urandom(4).hex()}.tmp")
@@ -124,14 +134,15 @@ def read(path: Path, k_rest: bytes) -> tuple[dict[str, Any], dict[str, np.ndarra
     clear = data[_PREFIX.size : start]
     try:
         header = json.loads(clear)
-        layout = [(str(n), np.dtype(d), tuple(int(x) for x in s), int(b)) for n, d, s, b in header.pop("arrays")]
-    except (ValueError, TypeError, KeyError) as exc:
+    except ValueError as exc:
         raise CheckpointRefused(f"unreadable header: {exc}") from None
-    total = sum(size for *_, size in layout)
-    chunks = max(1, -(-total // _CHUNK))
-    sealed_total = total + chunks * _TAG
-    if len(data) - start != sealed_total:
-        raise CheckpointRefused("the file is not as long as its header says")
+    if not isinstance(header, dict):
+        raise CheckpointRefused("unreadable header")
+    sealed_total = len(data) - start
+    chunks = max(1, -(-sealed_total // (_CHUNK + _TAG)))  # every chunk but the last is whole
+    total = sealed_total - chunks * _TAG
+    if total < _LAYOUT.size:
+        raise CheckpointRefused("truncated")
     digest = hashlib.sha256(clear).digest()
     aead = _key(k_rest, salt)
     plain = bytearray(total)
@@ -147,8 +158,18 @@ def read(path: Path, k_rest: bytes) -> tuple[dict[str, Any], dict[str, np.ndarra
         raise CheckpointRefused("does not authenticate under this store's key") from None
     sealed.release()
     del data
+    try:
+        described = _LAYOUT.unpack_from(plain)[0]
+        layout = [
+            (str(n), np.dtype(d), tuple(int(x) for x in shape), int(b))
+            for n, d, shape, b in json.loads(bytes(plain[_LAYOUT.size : _LAYOUT.size + described]))
+        ]
+    except (ValueError, TypeError, struct.error) as exc:  # authentic, yet not what this version writes
+        raise CheckpointRefused(f"unreadable layout: {exc}") from None
+    position = _LAYOUT.size + described
+    if position + sum(size for *_, size in layout) > total:
+        raise CheckpointRefused("the arrays are longer than the checkpoint")
     arrays: dict[str, np.ndarray] = {}
-    position = 0
     for name, dtype, shape, size in layout:
         count = size // dtype.itemsize if dtype.itemsize else 0
         arrays[name] = np.frombuffer(plain, dtype=dtype, count=count, offset=position).reshape(shape)

@@ -387,7 +387,7 @@ class Sovseal:
                 current=current,
             )
             return
-        self._shared.index = VectorIndex(directory, dim, read_only=self._store.read_only)
+        self._shared.index = VectorIndex(directory, dim, read_only=self._store.read_only, owner=self._store.store_uuid)
 
     def _recorded_model(self, directory: Path, current: dict[str, Any]) -> tuple[dict[str, Any] | None, str | None]:
         """(the fingerprint ``index/model.json`` records, why it is unreadable). Without one (a new
@@ -1054,7 +1054,7 @@ class Sovseal:
         if (directory / RECORD).exists():  # the vectors on disk go whatever model made them; no model is loaded for it
             from .index import VectorIndex
 
-            other = VectorIndex(directory, int(decode_record((directory / RECORD).read_bytes())["dim"]))
+            other = VectorIndex(directory, int(decode_record((directory / RECORD).read_bytes())["dim"]), owner=self._store.store_uuid)
             try:
                 other.erase(erased)
             finally:

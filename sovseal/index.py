@@ -57,11 +57,16 @@ from typing import Any
 import numpy as np
 
 from . import vector_sketch, vector_snapshot
+from .durable import atomic_write, make_dirs
 from .filelock import WriterLock
 
 log = logging.getLogger(__name__)
 
 _TABLE = "vectors"
+_OWNER = "owner"  # the uuid of the store this index belongs to (see VectorIndex._foreign)
+#: A stored vector is of unit length or zero (sovseal normalises every vector it stores; erased
+#: rows are zeroed): a squared norm further than this from 1 is a damaged row (see _drop_damaged).
+_UNIT_TOLERANCE = 1e-3
 #: From this many vectors on, an IVF index is built in the background (see the module docstring).
 _OPEN_LOCK = "open.lock"  # held while a process opens or creates the table
 _OPEN_LOCK_TIMEOUT = 60.0  # seconds: opening reads only the node column, creating is instant
@@ -154,7 +159,10 @@ class VectorIndex:
         ivf_min_rows: int = IVF_MIN_ROWS,
         probe_fraction: float = IVF_PROBE_FRACTION,
         read_only: bool = False,
+        owner: str = "",
     ) -> None:
+        """``owner``: the store's uuid. An index that names another store (a directory copied in
+        from elsewhere) is not used: it is rebuilt from the journal (see :meth:`_foreign`)."""
         self.directory = directory
         self.read_only = read_only  # a store on a read-only volume: vectors it lacks stay in memory
         self.dim = dim
@@ -193,7 +201,8 @@ class VectorIndex:
         self._wake = threading.Event()
         self._stop = threading.Event()
         self.warmed = threading.Event()  # the matrix is in memory (set at once unless mapped from a snapshot)
-        if not self._restore_snapshot():
+        self._ignore_disk = self._foreign(owner)  # read-only and another store's: nothing on disk is read
+        if self._ignore_disk or not self._restore_snapshot():
             self.warmed.set()
             self._open_table_now()
         self._worker = threading.Thread(target=self._run, name="sovseal-index", daemon=True)
@@ -208,11 +217,42 @@ class VectorIndex:
             import pyarrow as pa
 
             self._schema = pa.schema([pa.field("node", pa.int64()), pa.field("vector", pa.list_(pa.float32(), self.dim))])
-            # A read-only store without an index has nowhere to create one: it keeps its vectors in memory.
-            if not (self.read_only and not self.directory.is_dir()):
+            # A read-only store without an index (or with another store's) keeps its vectors in memory.
+            if not (self.read_only and (self._ignore_disk or not self.directory.is_dir())):
                 self._db = lancedb.connect(str(self.directory))
             self._table = self._opened_table()
             self._table_open = True
+
+    def _foreign(self, owner: str) -> bool:
+        """Whether this directory holds another store's index (True only when read-only).
+
+        The table and the snapshot hold plaintext vectors and node numbers, nothing that ties them
+        to one journal: an index directory copied in from another store would rank this store's
+        records by the other's vectors. So the index records its store's uuid in ``owner``; one
+        that names another store is removed (it is rebuilt from the journal, as a lost index is),
+        or, read-only, ignored. An index without the file (older versions) is adopted.
+        """
+        if not owner:
+            return False
+        path = self.directory / _OWNER
+        try:
+            recorded = path.read_text(encoding="utf-8").strip()
+        except FileNotFoundError:
+            recorded = None
+        except (OSError, UnicodeDecodeError):
+            recorded = ""  # unreadable: as good as another store's
+        if recorded == owner:
+            return False
+        if recorded is not None:
+            log.warning("the vector index in %s belongs to another store; rebuilding it from the journal", self.directory)
+            if self.read_only:
+                return True
+            shutil.rmtree(self.directory / f"{_TABLE}.lance", ignore_errors=True)
+            shutil.rmtree(self.directory / vector_snapshot.DIRECTORY, ignore_errors=True)
+        if not self.read_only:
+            make_dirs(self.directory)
+            atomic_write(path, owner.encode("utf-8") + b"\n")
+        return False
 
     def _restore_snapshot(self) -> bool:
         """Start from the snapshot (memory-mapped), marking the index loaded; False without one."""
@@ -236,6 +276,8 @@ class VectorIndex:
             self._snapshot_tail = len(found.tail_lists)
         self._snapshot = (found.gen, rows)
         self._snapshot_order = True
+        if rows * self.dim * 4 <= WARM_COPY_BYTES:  # small: checked now (a large one when it is warmed)
+            self._drop_damaged(0, rows)
         self._loaded.set()
         threading.Thread(target=self._warm, name="sovseal-index-warm", daemon=True).start()
         return True
@@ -259,16 +301,42 @@ class VectorIndex:
             matrix, rows = self._matrix, self._rows
             if matrix.nbytes <= WARM_COPY_BYTES:
                 self._own_matrix(matrix)
-        if self._matrix is matrix:
+        if self._matrix is matrix:  # reading every row in makes it resident, and checks it
             for start in range(0, rows, 8192):
                 if self._stop.is_set():
                     return
-                np.add.reduce(matrix[start : start + 8192, 0])
+                self._drop_damaged(start, min(rows, start + 8192))
         try:
             self._catch_up()
         except Exception as exc:  # noqa: BLE001 - searches scan the matrix instead; the worker retries
             log.warning("catching the IVF index up failed: %s", exc)
         self.warmed.set()
+
+    def _drop_damaged(self, start: int, end: int) -> int:
+        """Zero the rows of ``start:end`` that hold no unit vector (a damaged snapshot: bit flips
+        make scores like 1e36) and mark their nodes as having none, so that recall embeds them
+        again from the journal; returns how many. A row altered into another unit vector is not
+        found: the index is plaintext and unauthenticated (docs/security.md)."""
+        matrix = self._matrix
+        block = matrix[start:end]
+        squares = np.einsum("ij,ij->i", block, block)
+        damaged = ~((np.abs(squares - 1.0) <= _UNIT_TOLERANCE) | (squares == 0.0))  # NaN: damaged
+        if not damaged.any():
+            return 0
+        with self._lock:
+            if self._matrix is not matrix:  # grown meanwhile: the rows were copied over
+                matrix = self._matrix
+            rows = start + np.flatnonzero(damaged)
+            matrix[rows] = 0
+            nodes = self._row_node[rows]
+            self._has[nodes[nodes >= 0]] = False
+            self._rewritten += len(rows)
+            self._snapshot_order = False
+            sketch = self._sketch
+            if sketch is not None:
+                sketch.data[rows[rows < sketch.rows]] = 0
+        log.warning("%d damaged vectors in the index of %s were dropped; recall embeds them again", len(rows), self.directory)
+        return len(rows)
 
     def _own_matrix(self, mapped: np.ndarray) -> None:
         """Replace a small mapped matrix by a copy in this process's memory (the caller holds the lock).
@@ -395,7 +463,6 @@ class VectorIndex:
                     self._rows += 1
                     self._row_node[row] = node
                     self._node_row[node] = row
-                    self._has[node] = True
                 elif not persist:
                     continue  # loading: the vector added since is newer
                 else:
@@ -406,6 +473,7 @@ class VectorIndex:
                     if sketch is not None and row < sketch.rows:
                         sketch.data[row] = np.asarray(vector, dtype=np.float32) @ sketch.basis
                 self._matrix[row] = vector
+                self._has[node] = True  # (a row _drop_damaged emptied is filled again in place)
                 if persist and node not in self._indexed:
                     self._pending[node] = self._matrix[row]
 

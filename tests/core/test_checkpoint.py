@@ -8,6 +8,7 @@ be ignored, never trusted.
 
 from __future__ import annotations
 
+import json
 import os
 import shutil
 import subprocess
@@ -18,7 +19,8 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from sovseal import Sovseal
+from sovseal import Sovseal, checkpoint
+from sovseal.crypto import padme
 from sovseal.frames import Kind
 from sovseal.journal import HEADER, JOURNAL_HEADER
 from sovseal.store import CHECKPOINT, LocalStore
@@ -159,6 +161,28 @@ def test_verify_finds_damage_in_the_frames_a_checkpoint_covers(tmp_path: Path, k
         report = mem.verify()
     assert not report.ok
     assert any(problem.startswith(f"journal byte {offset}:") or f"journal byte {offset} " in problem for problem in report.problems)
+
+
+def test_the_clear_part_of_a_checkpoint_tells_no_sizes(tmp_path: Path) -> None:
+    """What is readable without the key is what fitting the journal needs; the arrays' layout is
+    sealed and the sealed stream padded (Padmé), so two checkpoints a purge apart do not give the
+    exact length of the path, metadata or words it erased."""
+    key = os.urandom(32)
+    with Sovseal(tmp_path, key=key, embedder=fake_embed) as mem:
+        for i in range(30):
+            mem.store(f"p.{i}", {"i": i}, metadata={"topic": "x"})
+        mem.store("patient.hiv_status.confirmed", "a secret", metadata={"diagnosis": "confidential"})
+        assert mem._store.write_checkpoint() is not None
+    data = (tmp_path / CHECKPOINT).read_bytes()
+    magic, version, _, length = checkpoint._PREFIX.unpack_from(data)
+    header = json.loads(data[checkpoint._PREFIX.size : checkpoint._PREFIX.size + length])
+    assert (magic, version) == (checkpoint.MAGIC, 2) and "arrays" not in header
+    assert not any(isinstance(v, (list, dict)) for v in header.values())  # plain fields only: no layout, no sizes
+    sealed = len(data) - checkpoint._PREFIX.size - length
+    chunks = -(-sealed // (checkpoint._CHUNK + 16))
+    assert padme(sealed - 16 * chunks) == sealed - 16 * chunks
+    restored, _ = _opened(tmp_path, key)
+    assert restored
 
 
 def test_a_flipped_bit_anywhere_makes_the_checkpoint_ignored(tmp_path: Path) -> None:

@@ -118,6 +118,53 @@ def test_a_damaged_snapshot_falls_back_to_the_table(tmp_path: Path) -> None:
         assert counting.texts == 2
 
 
+@pytest.mark.parametrize("large", [False, True])
+def test_damaged_rows_of_the_snapshot_are_dropped_and_embedded_again(tmp_path: Path, monkeypatch: pytest.MonkeyPatch, large: bool) -> None:
+    """Bit flips in the vectors file (the exponent of one float per row) would score those rows
+    around 1e36 and rank them first: they are found when the snapshot is read (a small one at
+    once, a large one when it is warmed), zeroed, and their records embedded again from the journal."""
+    if large:  # every snapshot counts as large, and is warmed at once
+        monkeypatch.setattr("sovseal.index.WARM_COPY_BYTES", 0)
+        monkeypatch.setattr("sovseal.index.WARM_DELAY", 0.0)
+    key = os.urandom(32)
+    _fill(tmp_path, key, 80)
+    [vectors] = (tmp_path / "index" / "snapshot").glob("vectors.*.f32")
+    data = bytearray(vectors.read_bytes())
+    damaged_rows = (3, 40, 77)
+    for row in damaged_rows:
+        data[row * FAKE_DIM * 4 + 3] ^= 0x40  # the top exponent bit of the row's first float
+    vectors.write_bytes(bytes(data))
+    counting = Counting()
+    with Sovseal(tmp_path, key=key, embedder=counting) as mem:
+        assert mem._vector_index().warmed.wait(30)  # (that embeds one text, to learn the dimension)
+        before = counting.texts
+        found = mem.recall("v text 5", k=5)
+        assert found[0].path == "v.5" and all(m.score is not None and m.score <= 1.0 for m in found)
+        assert counting.texts - before == 1 + len(damaged_rows)  # the query, and the three damaged rows' records
+        index = mem._vector_index()
+        query = fake_embed(["v text 5"])[0]
+        query = query / np.linalg.norm(query)
+        nodes, scores = index.search_arrays(query, 80, np.ones(200, dtype=bool), exact=True)
+        assert len(nodes) == 80 and float(np.abs(scores).max()) <= 1.0 + 1e-5
+
+
+def test_another_stores_index_copied_in_is_not_used(tmp_path: Path) -> None:
+    """Its vectors would rank this store's records by another's texts: it is rebuilt from the journal."""
+    key = os.urandom(32)
+    mine, other = tmp_path / "mine", tmp_path / "other"
+    _fill(mine, key, 60)
+    _fill(other, key, 60, prefix="w")  # the same nodes, other texts
+    shutil.rmtree(mine / "index")
+    shutil.copytree(other / "index", mine / "index")
+    counting = Counting()
+    with Sovseal(mine, key=key, embedder=counting) as mem:
+        assert mem.recall("v text 17", k=1)[0].path == "v.17"
+        assert counting.texts == 1 + 60  # the query, and every record embedded again
+    with Sovseal(mine, key=key, embedder=counting) as mem:  # rebuilt as this store's own: used from now on
+        assert mem.recall("v text 18", k=1)[0].path == "v.18"
+        assert counting.texts == 1 + 60 + 1
+
+
 def test_the_snapshot_files_are_private(tmp_path: Path) -> None:
     key = os.urandom(32)
     _fill(tmp_path, key, 20)
@@ -171,7 +218,7 @@ def test_a_small_mapped_matrix_is_copied_into_memory_when_warmed(tmp_path: Path,
     return the same, and a vector stored before and after the copy is found and persisted."""
     from sovseal import index as index_module
 
-    monkeypatch.setattr(index_module, "WARM_DELAY", 0.0)
+    monkeypatch.setattr(index_module, "WARM_DELAY", 0.5)  # long enough to see the mapping first
     key = os.urandom(32)
     _fill(tmp_path, key, 300)
     with Sovseal(tmp_path, key=key, embedder=Counting()) as mem:
