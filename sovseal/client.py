@@ -543,10 +543,13 @@ class Sovseal:
 
         A writer with several writes to acknowledge at once (the LangGraph saver's group commit)
         pays for one fsync instead of one each. Nothing written inside is durable before the block
-        ends, so acknowledge none of it before then; other threads' reads and writes of this store
-        wait until it ends, so nobody sees a write before it is durable, and the indexes take the
-        writes only once they are. If the closing fsync fails, everything written inside is cut off
-        and the handle closes (StorageError). A batch inside a batch joins the outer one.
+        ends, so acknowledge none of it before then; other threads of this process, and other
+        processes' writers, wait until it ends, and the indexes take the writes only once they are
+        durable. It is not a transaction: a read-only handle in another process reads the journal
+        as it is and may see them before the fsync, and a crash of this process inside the block
+        keeps a prefix of its writes, each record whole (a power loss, any of them). If the closing
+        fsync fails, everything written inside is cut off and the handle closes (StorageError). A
+        batch inside a batch joins the outer one.
         """
         self._check_open()
         batching = self._shared.batching
@@ -1248,6 +1251,16 @@ class AsyncSovseal:
     @property
     def embedder(self) -> EmbedFn:
         return self._sync.embedder
+
+    @property
+    def recall_params(self) -> RecallParams:
+        """:attr:`Sovseal.recall_params`: a plain attribute of the recall engine (starting the engine
+        only starts its background loading), so it is read and set here, not in a thread."""
+        return self._sync.recall_params
+
+    @recall_params.setter
+    def recall_params(self, params: RecallParams) -> None:
+        self._sync.recall_params = params
 
     async def _call(self, fn: Callable[..., _R], /, *args: Any, **kwargs: Any) -> _R:
         """Run a call of the sync handle in a worker thread: inside :meth:`batch`, in the batch's own."""

@@ -3,9 +3,10 @@
 from __future__ import annotations
 
 import asyncio
+import dataclasses
 from pathlib import Path
 
-from sovseal import AsyncSovseal
+from sovseal import AsyncSovseal, Sovseal
 from tests.fakes import fake_embed
 
 
@@ -27,5 +28,19 @@ def test_async_api_round_trip(store_dir: Path, key: bytes) -> None:
             assert sorted(await mem.branches()) == ["main", "side"]
             assert (await mem.verify()).ok
             assert (await mem.status()).records == 22
+
+    asyncio.run(main())
+
+
+def test_every_public_name_of_sovseal_is_on_async_sovseal(store_dir: Path, key: bytes) -> None:
+    """The async handle mirrors the sync one name for name, recall_params included."""
+    missing = {n for n in dir(Sovseal) if not n.startswith("_")} - {n for n in dir(AsyncSovseal) if not n.startswith("_")}
+    assert missing == set()
+
+    async def main() -> None:
+        async with AsyncSovseal(store_dir, key=key, embedder=fake_embed) as mem:
+            params = mem.recall_params
+            mem.recall_params = dataclasses.replace(params, fusion="keyword")
+            assert mem.recall_params.fusion == "keyword" and mem._sync.recall_params.fusion == "keyword"
 
     asyncio.run(main())
