@@ -607,7 +607,18 @@ def init(path: str | None, key_file: str | None, as_json: bool) -> None:
     click.echo(f"{verb} sovseal store in {directory.absolute()}")
     click.echo(f"key: {origin.shown()} (key id {status.key_id})")
     if not existed:
-        _note(f"Back up the key now (anyone holding it can read the store): sovseal key export --path {directory} > sovseal-key.txt")
+        _note(_key_backup_advice(origin, directory))
+
+
+def _key_backup_advice(origin: _KeyOrigin, directory: Path) -> str:
+    """What to do about the new store's key: back up the key sovseal keeps, or, for a key passed with
+    --key-file or SOVSEAL_KEY (saved nowhere, so `sovseal key export` cannot find it), keep that."""
+    if origin.given is None:
+        return f"Back up the key now (anyone holding it can read the store): sovseal key export --path {directory} > sovseal-key.txt"
+    return (
+        f"The key from {origin.given} is saved nowhere: keep a copy of it (without it nothing can be read, and sovseal keeps "
+        f"none); pass it every time, or save it for this store with `sovseal key import --path {directory}`"
+    )
 
 
 @main.command(short_help="Store, branch, HEAD, counts, key backend, replication.")
@@ -1405,8 +1416,12 @@ def key_rotate(path: str | None, key_file: str | None, new_key_file: str | None,
     SOVSEAL_API_KEY), the old server project is retired (its bodies replaced by skeletons) and the
     store replicates to a new project, which needs its own API key.
 
+    Backups made with `sovseal export` before the rotation open only with the old key: export
+    the old key first and keep it with them, or export a new backup afterwards.
+
     \b
-      sovseal key rotate && sovseal key export > sovseal-key.txt
+      sovseal key export > old-key.txt     # for the backups made so far
+      sovseal key rotate && sovseal key export > sovseal-key.txt && sovseal export backup.sovseal --force
     """
     from .keys import import_key
 
@@ -1424,6 +1439,8 @@ def key_rotate(path: str | None, key_file: str | None, new_key_file: str | None,
     if key_text is None and os.environ.get(ops.ENV_KEY):
         key_text = os.environ[ops.ENV_KEY]
     new_key = import_key(Path(new_key_file).read_text(encoding="utf-8").strip()) if new_key_file else None
+    if new_key is not None:
+        _refuse_the_current_key(directory, key_text, new_key)
     result = ops.rotate_key(directory, key_text=key_text, new_key=new_key)
     if as_json:
         _emit_json({k: v for k, v in ops.jsonable(result).items() if k != "new_key"})
@@ -1434,8 +1451,16 @@ def key_rotate(path: str | None, key_file: str | None, new_key_file: str | None,
     )
     if result.new_key is None:
         _note(f"the new key replaced the old one in the store's key store; back it up now: sovseal key export --path {directory}")
+        _note(
+            "backups made with `sovseal export` before now open only with the old key, which the key store no longer holds: "
+            f"export a new backup now (sovseal export FILE --path {directory}), or keep the old key if you exported it before"
+        )
     else:
-        _note("keep the new key (the one in --new-key-file) where you keep the old one: the old key opens nothing any more")
+        _note("keep the new key (the one in --new-key-file) where you keep the old one: the old key no longer opens this store")
+        _note(
+            "backups made with `sovseal export` before now open only with the old key: keep it as long as you keep them, "
+            f"or export a new backup now (sovseal export FILE --path {directory} --key-file NEW)"
+        )
     if result.retired is None:
         _note("no replication configured: nothing was sent to a server")
     elif result.retired:
@@ -1444,6 +1469,28 @@ def key_rotate(path: str | None, key_file: str | None, new_key_file: str | None,
         _note("the old server project could not be reached: `sovseal key rotate --retire` sends its retirement later")
     if not result.index_kept:
         _note("records changed places: the vector index was dropped and recall re-embeds what it needs")
+
+
+def _refuse_the_current_key(directory: Path, key_text: str | None, new_key: bytes) -> None:
+    """Refuse a --new-key-file that holds the store's current key (exit 2, nothing changed).
+
+    ``ops.rotate_key`` takes "old key == new key" for a rotation that crashed while its staged key
+    was being promoted, and just finishes it: given on purpose, the same key would be reported as a
+    rotation. While a rotation is unfinished (a staged key), rotate_key is left to decide.
+    """
+    from .crypto import derive_subkeys
+    from .keys import staged_key
+
+    if not ops.store_exists(directory):
+        raise ops.StoreNotFoundError.at(directory)
+    if key_text is None and staged_key(directory) is not None:
+        return
+    current, _ = ops.resolve_key(directory, key_text=key_text)
+    if current == new_key:
+        instead = "pass a different key with --new-key-file" if key_text is not None else "leave --new-key-file out to have a new key made"
+        raise InvalidInputError(
+            f"--new-key-file holds the store's current key (key id {derive_subkeys(current).key_id}); nothing was changed: {instead}"
+        )
 
 
 # -- consolidation (sovseal/consolidate) ------------------------------------------------------------
