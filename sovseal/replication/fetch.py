@@ -7,7 +7,8 @@ thread (anyio's blocking portal, one per pull, which works from any calling thre
 that already runs an event loop as Jupyter's does), where a cancel scope puts one deadline on the
 whole request: connecting, the headers and every byte of the body. The body is read raw (never
 decompressed: a small gzip body can expand a thousandfold) into a buffer that may not pass
-``max_page_bytes``, and only an ``application/json`` answer is read at all.
+``max_page_bytes``, and only an ``application/json`` answer is read at all. Pushes are bounded
+the same way (:class:`.http.Transport`).
 """
 
 from __future__ import annotations
@@ -22,12 +23,10 @@ from anyio.from_thread import BlockingPortal, start_blocking_portal
 
 from ..errors import ReplicationError, ServerMisbehaviourError
 from .config import log_bodies
-from .http import Transport, decide
+from .http import ANSWER_BYTES, Transport, decide, read_raw
 from .protocol import PULL_PATH
 
 log = logging.getLogger("sovseal.replication")
-#: Enough of an error answer to read its JSON error code and message.
-_ERROR_BODY_BYTES = 64 * 1024
 
 
 class PageTooLargeError(ServerMisbehaviourError):
@@ -95,7 +94,7 @@ class PullSession:
 
     async def _read(self, response: httpx.Response, limit: int) -> bytes:
         if not 200 <= response.status_code < 300:
-            outcome = decide(response.status_code, response.reason_phrase, await self._body(response, _ERROR_BODY_BYTES) or b"")
+            outcome = decide(response.status_code, response.reason_phrase, await read_raw(response, ANSWER_BYTES) or b"")
             raise ReplicationError(
                 f"pull from {self.endpoint} failed with HTTP {outcome.status} ({outcome.code}): {outcome.message}",
                 status=outcome.status,
@@ -121,25 +120,10 @@ class PullSession:
         declared = response.headers.get("content-length", "")
         if declared.isdigit() and int(declared) > self.max_bytes:
             raise self._too_large(limit)
-        body = await self._body(response, self.max_bytes)
+        body = await read_raw(response, self.max_bytes)
         if body is None:
             raise self._too_large(limit)
         return body
-
-    async def _body(self, response: httpx.Response, cap: int) -> bytes | None:
-        """The body as sent (no decompression), or None as soon as it passes ``cap`` bytes.
-
-        None rather than an exception from here: a traceback would keep this frame, and the
-        chunks with it, alive until the cycle collector ran (RSS rose ~16 MiB per refused page).
-        """
-        chunks: list[bytes] = []
-        size = 0
-        async for chunk in response.aiter_raw():
-            chunks.append(chunk)
-            size += len(chunk)
-            if size > cap:
-                return None
-        return b"".join(chunks)
 
     def _too_large(self, limit: int) -> PageTooLargeError:
         return PageTooLargeError(

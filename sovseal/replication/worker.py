@@ -25,11 +25,11 @@ import time
 from collections.abc import Callable
 from datetime import UTC, datetime
 
-from ..errors import BackpressureTimeoutError, ReplicationError, SovsealError
+from ..errors import BackpressureTimeoutError, ReplicationError, ServerMisbehaviourError, SovsealError
 from ..store import LocalStore
 from ..wire import WireItem
 from .config import ReplicationConfig, Target
-from .http import Outcome, Transport
+from .http import MISBEHAVIOUR_CODES, Outcome, Transport
 from .protocol import encode_push
 from .quarantine import Quarantine
 from .restore import PullResult, pull_into
@@ -177,6 +177,11 @@ class Replicator:
             self._safe_emit("replicated", ids)
             return 0.0
         if outcome.verdict == "retry":
+            if outcome.code == "closed":  # close() cancelled it: the batch stays in the outbox for the next open
+                return 0.0
+            if outcome.code == "deadline" and len(items) > 1:
+                with self._lock:  # a slow link: a smaller push may fit in the deadline (grows back on success)
+                    self._cap = max(1, len(items) // 2)
             what = f"HTTP {outcome.status}" if outcome.status is not None else "network error"
             return self._transient(f"{what} ({outcome.code}): {outcome.message}", outcome.status, outcome.code, ids)
         return self._refused(items, outcome)
@@ -224,7 +229,9 @@ class Replicator:
         self._state = "backoff"
         # One event per failed attempt: the backoff bounds their rate (at most one per backoff_max
         # in a long outage), and a listener registered after the first failure still hears of it.
-        error = ReplicationError(
+        # An answer no sovseal server sends (too large, compressed, not JSON) is a ServerMisbehaviourError.
+        kind = ServerMisbehaviourError if code in MISBEHAVIOUR_CODES else ReplicationError
+        error = kind(
             f"replication to {self.target.endpoint} failed ({attempt} attempt(s) in a row): {message}; "
             f"retrying in {delay:.1f} s",
             status=status,
