@@ -43,6 +43,8 @@ _PAUSING_CODES = frozenset({"bad_project", "unauthorized", "forbidden"})
 _ITEM_OVERHEAD = 400
 #: Events kept per kind for a listener that registers late (per handle, oldest dropped first).
 _MAX_HELD_EVENTS = 1000
+#: How long close() lets a push already under way finish before cancelling it (after the drain).
+_CLOSE_GRACE = 0.5
 
 
 def _now() -> datetime:
@@ -432,7 +434,12 @@ class Replicator:
 
     def close(self) -> None:
         """Stop the worker. A healthy worker first gets ``drain_on_close`` seconds to empty the outbox;
-        whatever is left is sent on the next open."""
+        whatever is left is sent on the next open.
+
+        A push still under way after the drain (a hung or dripping server) gets ``_CLOSE_GRACE`` more,
+        then is cancelled: close never waits on the network longer than that. Its batch stays in the
+        outbox (the server may have it too: it deduplicates the resend).
+        """
         if self._closed:
             return
         self._closed = True
@@ -440,7 +447,9 @@ class Replicator:
             self.flush(self.config.drain_on_close, stop_on_failure=True)
         self._stop.set()
         self._wake.set()
-        self._thread.join(self.config.request_timeout + 5)
+        self._thread.join(_CLOSE_GRACE)
+        self._transport.close()  # cancels a push in flight; the worker sees the stop and ends
+        self._thread.join(5)
         with self._ack_cond:  # journal the acks already received, then stop
             self._ack_stop = True
             self._ack_cond.notify()
