@@ -15,6 +15,7 @@ of a second; the imports that need them sit inside the functions that use them.
 
 from __future__ import annotations
 
+import errno
 import json
 import os
 import re
@@ -27,7 +28,7 @@ from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, TypeVar
+from typing import TYPE_CHECKING, Any, NoReturn, TypeVar
 
 import click
 
@@ -209,16 +210,87 @@ class SovsealGroup(click.Group):
         rank = {name: i for i, name in enumerate(self.ORDER)}
         return sorted(names, key=lambda n: (rank.get(n, len(rank)), n))
 
+    def make_context(self, info_name: str | None, args: list[str], parent: click.Context | None = None, **extra: Any) -> click.Context:
+        try:
+            return super().make_context(info_name, args, parent=parent, **extra)
+        except click.UsageError as exc:  # the group's own options: `sovseal --bogus`
+            _usage_failure(exc)
+
     def invoke(self, ctx: click.Context) -> Any:
         try:
             return super().invoke(ctx)
+        except click.UsageError as exc:  # a command's arguments and options, or an unknown command
+            _usage_failure(exc)
         except SovsealError as exc:
             message = _cli_message(exc, _advice(exc, ctx.meta.get(_ORIGIN)))
             click.echo(f"error: {message}", err=True)
             sys.exit(exit_code(exc))
         except OSError as exc:
-            click.echo(f"error: {_one_line(str(exc))}", err=True)
+            click.echo(f"error: {_os_error_message(exc)}", err=True)
             sys.exit(EXIT_ERROR)
+
+
+#: click's "no arguments: here is the help" (click >= 8.2) is a UsageError too, and must stay the help.
+_HELP_INSTEAD = getattr(click.exceptions, "NoArgsIsHelpError", ())
+
+
+def _usage_failure(exc: click.UsageError) -> NoReturn:
+    """Exit 2 with click's usage error as one line and the help to read, instead of click's
+    multi-line block (usage, hint, then "Error: ..."), so every error has the documented form."""
+    if isinstance(exc, _HELP_INSTEAD):
+        raise exc
+    message = _one_line(exc.format_message()).rstrip(".")
+    if message[:1].isupper() and message[1:2].islower():  # "Missing argument", not "PATH ..."
+        message = message[0].lower() + message[1:]
+    click.echo(f"error: {message} (see '{_command_words(exc.ctx)} --help')", err=True)
+    sys.exit(exc.exit_code)
+
+
+def _command_words(ctx: click.Context | None) -> str:
+    """``sovseal key rotate``: the command as the user types it, whatever name the program ran under
+    (``python -m sovseal``, a test runner's)."""
+    names: list[str] = []
+    while ctx is not None and ctx.parent is not None:
+        names.insert(0, ctx.info_name or "")
+        ctx = ctx.parent
+    return " ".join(["sovseal", *names])
+
+
+#: What to do about an OS error, by errno (the path it names is given before it).
+_OS_ADVICE = {
+    errno.EACCES: "check the permissions of that path and of its directory, or pick another path",
+    errno.EPERM: "check the permissions of that path and of its directory, or pick another path",
+    errno.EROFS: "that file system is read-only: pick a path on a writable one",
+    errno.ENOSPC: "the disk is full: free some space, then run the command again",
+    errno.EDQUOT: "the disk quota is used up: free some space, then run the command again",
+    errno.ENOENT: "check the path: a directory on the way to it does not exist",
+    errno.EISDIR: "that is a directory: pass a file",
+    errno.ENAMETOOLONG: "pick a shorter path",
+    errno.ELOOP: "a symlink on that path loops: fix or remove it",
+}
+
+
+def _os_error_message(exc: OSError) -> str:
+    """An OS error as the path it concerns, what went wrong and what to do next, on one line
+    (instead of Python's "[Errno 20] Not a directory: '...'", which says neither)."""
+    what = (exc.strerror or _one_line(str(exc))).lower()
+    if exc.filename is None:
+        return f"{what}; check the paths given (--path, FILE) and the disk, then run the command again"
+    path = os.fsdecode(exc.filename)
+    if exc.errno == errno.ENOTDIR:
+        blocking = _first_file_on(Path(path))
+        if blocking is not None:
+            return f"cannot use {path}: {blocking} is a file, not a directory; pick another path, or move that file away"
+    advice = _OS_ADVICE.get(exc.errno or 0, "check that path and the disk, then run the command again")
+    return f"cannot use {path}: {what}; {advice}"
+
+
+def _first_file_on(path: Path) -> Path | None:
+    """The first component of ``path`` that exists and is not a directory (what ENOTDIR is about)."""
+    for part in reversed(path.parents):
+        if part.exists() and not part.is_dir():
+            return part
+    return None
 
 
 # -- shared options and helpers ------------------------------------------------------------------
@@ -294,15 +366,37 @@ def _stdin_key() -> str:
     return str(meta[_STDIN_KEY])
 
 
-def _from_stdin(value: str, key_file: str | None, *, line: bool = False) -> str:
+def _from_stdin(value: str, key_file: str | None, what: str, *, line: bool = False) -> str:
     """``value``, or when it is ``-`` the next value on stdin: one line (``line``, without its line
     ending) or all that is left. A key given as ``--key-file -`` comes first on stdin, so it is
-    read before anything else."""
+    read before anything else. Either way it must be UTF-8 text (``what`` names it in the error)."""
     if value != STDIN:
-        return value
+        return _utf8_text(value, what)
     if key_file == STDIN:
         _stdin_key()
-    return sys.stdin.readline().rstrip("\r\n") if line else sys.stdin.read()
+    try:
+        text = sys.stdin.readline().rstrip("\r\n") if line else sys.stdin.read()
+    except UnicodeDecodeError as exc:  # a stdin decoded strictly
+        raise _not_utf8(what, exc.object[exc.start], exc.start) from None
+    return _utf8_text(text, what)
+
+
+def _utf8_text(text: str, what: str) -> str:
+    """``text``, refused when it holds a byte that is not UTF-8: Python hands such bytes from argv
+    and stdin over as lone surrogates (U+DC80-U+DCFF), which would be reported as invalid Unicode."""
+    try:
+        text.encode("utf-8")
+    except UnicodeEncodeError as exc:
+        char = ord(text[exc.start])
+        raise _not_utf8(what, char - 0xDC00 if 0xDC80 <= char <= 0xDCFF else None, exc.start) from None
+    return text
+
+
+def _not_utf8(what: str, byte: int | None, offset: int) -> InvalidInputError:
+    shown = f"byte 0x{byte:02x}" if byte is not None else "a character that is not"
+    return InvalidInputError(
+        f"{what} is not UTF-8 text ({shown} at offset {offset}); convert it first, e.g. with `iconv -f latin1 -t utf-8`"
+    )
 
 
 def _warn_inline(name: str, what: str, instead: str) -> None:
@@ -744,8 +838,8 @@ def store(
       sovseal store notes.today - < notes.txt
       printf '%s\\n%s' user.health "$NOTE" | sovseal store - -
     """
-    memory_path = _from_stdin(memory_path, key_file, line=True)
-    value = _parse_payload(_from_stdin(payload, key_file), mode)
+    memory_path = _from_stdin(memory_path, key_file, "PATH", line=True)
+    value = _parse_payload(_from_stdin(payload, key_file, "PAYLOAD"), mode)
     meta = _parse_object(metadata, "--metadata", '{"source": "chat"}')
     with _open(path, branch, key_file) as (mem, _):
         parent_id = ops.resolve_snapshot(mem, parent) if parent is not None else None
@@ -773,7 +867,7 @@ def delete(memory_path: str, path: str | None, branch: str, key_file: str | None
       sovseal delete chat.2026-05-21
       echo user.health | sovseal delete -
     """
-    memory_path = _from_stdin(memory_path, key_file, line=True)
+    memory_path = _from_stdin(memory_path, key_file, "PATH", line=True)
     with _open(path, branch, key_file) as (mem, _):
         result = mem.delete(memory_path)
         if result is None:
@@ -831,7 +925,7 @@ def purge(
       sovseal purge customer.42. --prefix --yes
       echo user.health | sovseal purge - --yes
     """
-    memory_path = _from_stdin(memory_path, key_file, line=True)
+    memory_path = _from_stdin(memory_path, key_file, "PATH", line=True)
     what = f"every path under {memory_path!r}" if is_prefix else f"every version of {memory_path!r}"
     with _open(path, key_file=key_file) as (mem, _):
         if not yes:
@@ -972,7 +1066,7 @@ def recall(query: str, k: int, filter_json: str | None, path: str | None, branch
       sovseal recall "deploy steps" --json | jq '.[0].payload'
       sovseal recall - < question.txt
     """
-    query = _from_stdin(query, key_file).strip()
+    query = _from_stdin(query, key_file, "QUERY").strip()
     filter_ = _parse_object(filter_json, "--filter", '{"type": "procedural"}')
     _check_filter(filter_)
     with _model_loading() as embedder, _open(path, branch, key_file, embedder=embedder) as (mem, _):
@@ -999,7 +1093,7 @@ def get(memory_path: str, path: str | None, branch: str, key_file: str | None, a
       sovseal get user.testing --json | jq .payload
       echo user.health | sovseal get -
     """
-    memory_path = _from_stdin(memory_path, key_file, line=True)
+    memory_path = _from_stdin(memory_path, key_file, "PATH", line=True)
     with _open(path, branch, key_file) as (mem, _):
         found = ops.require_memory(mem, memory_path)
     if as_json:

@@ -113,3 +113,14 @@ def test_recall_without_the_model_says_so_once(sh: Shell, tmp_path: Path) -> Non
 def proc_lines(proc: subprocess.CompletedProcess[str]) -> int:
     """How many lines the command printed on stderr."""
     return len(proc.stderr.strip().splitlines())
+
+
+def test_text_that_is_not_utf8_is_named_as_such(sh: Shell) -> None:
+    """A real process decodes stdin and argv with surrogateescape: a byte that is not UTF-8 arrives
+    as a lone surrogate, which must be reported as input that is not UTF-8 text."""
+    sh("init")
+    proc = subprocess.run(
+        [sh.script, "store", "p", "-"], env=sh.env, input=b"caf\xe9", capture_output=True, timeout=120, check=False
+    )
+    assert proc.returncode == 2 and proc.stderr.decode().startswith("error: PAYLOAD is not UTF-8 text"), proc.stderr
+    assert "not UTF-8 text" in sh("store", "p", "caf\udce9", code=2).stderr  # argv: the same bytes, as an argument
