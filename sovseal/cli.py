@@ -52,6 +52,7 @@ from .paths import store_dir
 if TYPE_CHECKING:  # the store and the keychain load when a command opens one, so `--help` is quick
     from .client import EmbedFn, Sovseal
     from .models import Memory
+    from .replication.status import ReplicationStatus
 
 F = TypeVar("F", bound=Callable[..., Any])
 
@@ -955,6 +956,8 @@ def purge(
         return
     if not result.erased:
         click.echo(f"nothing left to erase: {what} was already erased")
+        if result.compacted:  # erased, but still sealed in the journal (an interrupted purge, or compact=False)
+            click.echo(f"journal compacted now: {_reclaimed(result.bytes_reclaimed)}; no sealed copy of it is left")
         return
     click.echo(f"erased {_count(len(result.erased), 'snapshot')} ({what}) on every branch")
     if result.compacted:
@@ -1968,8 +1971,8 @@ def sync(path: str | None, branch: str, key_file: str | None, as_json: bool) -> 
         if mem.replication is None:
             raise InvalidInputError("sync needs replication: set SOVSEAL_ENDPOINT and SOVSEAL_API_KEY")
         pushed = mem.status().outbox_records
-        if not mem.replication.flush(60):
-            raise ReplicationError("the outbox did not drain within 60 s; see `sovseal status` for the last replication error")
+        if not mem.replication.flush(60, stop_on_failure=True):
+            raise ReplicationError(_push_failure(mem.replication.status()))
         with _progress("pulling") as update:
             result = mem.pull(progress=update)
         heads = mem.status().heads
@@ -1986,6 +1989,14 @@ def sync(path: str | None, branch: str, key_file: str | None, as_json: bool) -> 
             f"  conflict on {_visible(conflict.branch)}: {_visible(conflict.path)} written on {len(conflict.versions)} devices "
             f"at once; showing {_short(conflict.chosen)}"
         )
+
+
+def _push_failure(state: ReplicationStatus) -> str:
+    """Why ``sync`` could not send the outbox: the server's or the connection's own words."""
+    if state.last_error is None:
+        return "the outbox was not sent within 60 s (no error reported: the server is slow, or another process is sending)"
+    advice = "check SOVSEAL_API_KEY and SOVSEAL_PROJECT" if state.state == "paused" else f"check that {state.endpoint} is reachable"
+    return f"the outbox was not sent: {_visible(state.last_error)}; {advice}, then run sync again (the outbox keeps everything)"
 
 
 @main.command(short_help="Pull a project from the replication server into this store.")

@@ -85,6 +85,19 @@ def test_purge_json_reports_the_snapshots_erased(store: Run) -> None:
     assert "already erased" in store("purge", "user.secret", "--yes").stdout
 
 
+def test_purge_run_again_finishes_an_erasure_left_in_the_journal(store: Run) -> None:
+    """An erasure not yet compacted (a purge killed before its rewrite leaves the same journal as a
+    deferred one): running the purge again has nothing new to erase, and compacts."""
+    store("store", "bulk", "x" * 60_000)  # most of the journal: the erased part stays under close()'s threshold
+    _history(store)
+    deferred = store("purge", "user.secret", "--yes", "--no-compact").stdout
+    assert deferred.startswith("erased 4 snapshots") and "not compacted yet" in deferred
+    again = store("purge", "user.secret", "--yes").stdout.splitlines()
+    assert again[0] == "nothing left to erase: every version of 'user.secret' was already erased"
+    assert again[1].startswith("journal compacted now: ") and again[1].endswith("no sealed copy of it is left")
+    assert store.json("purge", "user.secret", "--yes")["compacted"] is False  # nothing left in the journal now
+
+
 def test_purge_by_prefix(store: Run) -> None:
     store("store", "customer.42.name", "Grace")
     store("store", "customer.42.card", "4111 1111 1111 1111")

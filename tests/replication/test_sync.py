@@ -92,6 +92,22 @@ def test_sync_without_replication_says_what_to_set(tmp_path: Path, key: bytes) -
     assert "set SOVSEAL_ENDPOINT and SOVSEAL_API_KEY" in done.stderr
 
 
+def test_sync_that_cannot_push_says_why(tmp_path: Path, key: bytes, server: ServerThread) -> None:
+    """A wrong API key, or no server at the endpoint: sync says so at the first failure, in the
+    server's or the connection's words, and the write stays in the outbox."""
+    with Sovseal(tmp_path / "s", key=key, endpoint="") as mem:
+        mem.store("a", "b")
+    env = {"SOVSEAL_KEY": export_key(key), "SOVSEAL_ENDPOINT": server.url, "SOVSEAL_API_KEY": "sov_not_a_key"}
+    refused = sovseal("sync", "--path", str(tmp_path / "s"), env=env)
+    assert refused.returncode == 6
+    assert "401" in refused.stderr and "check SOVSEAL_API_KEY" in refused.stderr and "within 60 s" not in refused.stderr
+    nobody = sovseal("sync", "--path", str(tmp_path / "s"), env={**env, "SOVSEAL_ENDPOINT": "http://127.0.0.1:9"})
+    assert nobody.returncode == 6
+    assert "127.0.0.1:9 is reachable" in nobody.stderr
+    status = sovseal("status", "--path", str(tmp_path / "s"), "--json", env={"SOVSEAL_KEY": export_key(key), "SOVSEAL_ENDPOINT": ""})
+    assert json.loads(status.stdout)["outbox_records"] >= 1
+
+
 def test_the_mcp_server_pulls_before_answering_when_sync_is_on(tmp_path: Path, key: bytes, server: ServerThread) -> None:
     import asyncio
 
