@@ -14,8 +14,8 @@ A pull trusts nothing the server says and is bounded whatever it sends (docs/rel
 - items waiting for a parent (``import_items`` returns the suffix that must wait) are kept in
   memory only up to ``max_held_items`` and ``max_held_bytes``; each later page retries them;
 - the cursor must move within ``pull_stall_timeout``;
-- an honest server sends each item once, so more items already here than this store holds is a
-  server replaying them for ever.
+- an honest server sends each item once, so more items already here than this store holds (records,
+  events and the other versions of a record) is a server replaying them for ever.
 
 The cursor (:mod:`.cursor`) only moves past items imported (or found already here), never past
 one still waiting: the next pull fetches those again, so the server is where they are held. It
@@ -32,6 +32,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 
 from ..errors import ReplicationError, ServerMisbehaviourError
+from ..frames import REDACTED
 from ..store import LocalStore
 from ..wire import WireItem
 from .config import ReplicationConfig
@@ -60,6 +61,32 @@ def _applied(store: LocalStore) -> tuple[int, int]:
         return len(lineage.nodes), len(lineage.nodes) + len(lineage.events)
 
 
+def _held(store: LocalStore) -> int:
+    """The items a server can hold of this store: records, events, and the other versions of a record.
+
+    Two devices that write the same entry on the same parents make one snapshot with two versions
+    (each its own clock), which the server keeps as two items; importing the second adds a version,
+    not a record, yet it is no duplicate.
+    """
+    with store.reading() as lineage:
+        return len(lineage.nodes) + len(lineage.events) + sum(len(v) for v in lineage.versions.values())
+
+
+def _skeletons_of_held(store: LocalStore, batch: list[tuple[int, WireItem]]) -> list[int]:
+    """Positions in ``batch`` of skeletons (erased records) of a snapshot this store holds.
+
+    The server keeps a skeleton for every version of an erased snapshot, where this store keeps
+    one (a purge compacts the others away), and sends the skeletons before the redaction: these
+    add nothing here, yet an honest server sends them. They are counted apart from other duplicates.
+    """
+    with store.reading() as lineage:
+        return [
+            i
+            for i, (_, item) in enumerate(batch)
+            if item.kind == "record" and item.flags & REDACTED and bytes.fromhex(item.id) in lineage.by_wire
+        ]
+
+
 class _Pull:
     """The state of one pull: cursor, held items, counters and clocks."""
 
@@ -82,6 +109,7 @@ class _Pull:
         self.held: list[tuple[int, WireItem]] = []
         self.received = 0
         self.duplicates = 0  # items sent that were already here
+        self.skeletons = 0  # ... of them, skeletons of a snapshot held here (one per version on the server)
         self.resynced = False
         self.last = 0  # the highest `last` the server has reported during this pull
         self.moved_at = time.monotonic()  # when the cursor last moved
@@ -169,9 +197,10 @@ class _Pull:
     def _import(self, items: list[tuple[int, WireItem]]) -> None:
         """Import held items then ``items``; move the cursor over what was imported; hold the rest."""
         batch = self.held + items
-        _, before = _applied(self.store)
+        before = _held(self.store)
+        skeletons = _skeletons_of_held(self.store, batch)
         left = self.store.import_items([item for _, item in batch])
-        _, present = _applied(self.store)
+        present = _held(self.store)
         done = len(batch) - len(left)
         if done:
             seq, item = batch[done - 1]
@@ -179,10 +208,13 @@ class _Pull:
             self.cursors.save(self.saved)
             self.moved_at = time.monotonic()
         self.held = batch[done:]
-        self.duplicates += done - (present - before)
-        if self.duplicates > present:
+        known = sum(1 for i in skeletons if i < done)
+        self.skeletons += known
+        self.duplicates += done - (present - before) - known
+        if self.duplicates > present or self.skeletons > present:
+            sent = max(self.duplicates, self.skeletons)
             raise ServerMisbehaviourError(
-                f"{self.endpoint} sent {self.duplicates} items this store already has, more than the {present} it holds: "
+                f"{self.endpoint} sent {sent} items this store already has, more than the {present} it holds: "
                 "an honest server sends each item once. The pull stopped; nothing was lost",
                 code="duplicates",
             )
