@@ -160,12 +160,13 @@ class UnknownSessionError(InvalidInputError, KeyError):
 
 
 class ServerMisbehaviourError(ReplicationError):
-    """A replication server answered a pull with something an honest server never sends.
+    """A replication server answered a pull or a push with something an honest server never sends.
 
-    A page too large, not JSON, of the wrong content type, with sequence numbers that skip, go
+    A pull page too large, not JSON, of the wrong content type, with sequence numbers that skip, go
     back or pass the server's own ``last``, or more items already here than this store holds. The
     pull stops; everything verified and imported before it stays, and the cursor stays at the last
-    item imported, so a later pull from an honest server carries on. Check the endpoint (is it
+    item imported, so a later pull from an honest server carries on. A push answer that is
+    compressed, too large or not JSON acknowledges nothing: the push is retried. Check the endpoint (is it
     your sovseal server, or a proxy in front of it?); ``code`` says which rule the answer broke.
     """
 
