@@ -450,11 +450,31 @@ class Journal:
         return result
 
     def frames(self, start: int, end: int) -> Iterator[ScannedFrame]:
-        """The frames from ``start`` (0: the first) to ``end``, one at a time, each with its MAC checked.
+        """The frames from ``start`` (0: the first) to ``end``, one at a time, each with its MAC checked
+        (``slot`` is the frame's own sequence number).
 
         For a region a scan already found whole (compaction and key rotation read a journal this way
         without holding it in memory). A frame that no longer ends by ``end`` raises StorageError.
         """
+        for offset, body, authentic, seq in self._walk(start, end):
+            yield ScannedFrame(offset, body, authentic, seq)
+
+    def audit(self, end: int) -> Iterator[ScannedFrame]:
+        """The frames before ``end`` read afresh from the file, one at a time, each with its MAC and
+        its place in the numbering checked as :meth:`scan` checks them (``order``).
+
+        For verify(): a handle that started from a checkpoint never read the frames the checkpoint
+        covers, so bytes damaged since it was written would go unseen; this finds them without
+        holding the journal in memory. A frame that no longer ends by ``end`` raises StorageError.
+        """
+        slot = 0
+        for offset, body, authentic, seq in self._walk(0, end):
+            frame = ScannedFrame(offset, body, authentic, slot)
+            slot = frame.next_slot(seq)
+            yield frame
+
+    def _walk(self, start: int, end: int) -> Iterator[tuple[int, bytes, bool, int]]:
+        """(offset, body, whether its MAC holds, its sequence number) of each frame from ``start`` to ``end``."""
         with mmap.mmap(self._fd, end, prot=mmap.PROT_READ) as mm:
             if self._frame_mac is None:
                 self._read_header(mm, end)
@@ -465,30 +485,7 @@ class Journal:
                 if length == 0 or length > MAX_FRAME or body_end > end:
                     raise StorageError(f"the journal {self.path} changed under a reader at byte {offset}")
                 body = mm[offset + HEADER.size : body_end]
-                yield ScannedFrame(offset, body, hmac.compare_digest(mac, self.mac(seq, body)), seq)
-                offset = body_end
-
-    def audit(self, end: int) -> Iterator[ScannedFrame]:
-        """The frames before ``end`` read afresh from the file, one at a time, each with its MAC and
-        its place in the numbering checked as :meth:`scan` checks them (``order``).
-
-        For verify(): a handle that started from a checkpoint never read the frames the checkpoint
-        covers, so bytes damaged since it was written would go unseen; this finds them without
-        holding the journal in memory. A frame that no longer ends by ``end`` raises StorageError.
-        """
-        with mmap.mmap(self._fd, end, prot=mmap.PROT_READ) as mm:
-            if self._frame_mac is None:
-                self._read_header(mm, end)
-            offset, slot = JOURNAL_HEADER.size, 0
-            while offset < end:
-                length, mac, seq = HEADER.unpack_from(mm, offset)
-                body_end = offset + HEADER.size + length
-                if length == 0 or length > MAX_FRAME or body_end > end:
-                    raise StorageError(f"the journal {self.path} changed under a reader at byte {offset}")
-                body = mm[offset + HEADER.size : body_end]
-                frame = ScannedFrame(offset, body, hmac.compare_digest(mac, self.mac(seq, body)), slot)
-                slot = frame.next_slot(seq)
-                yield frame
+                yield offset, body, hmac.compare_digest(mac, self.mac(seq, body)), seq
                 offset = body_end
 
     def resume(self, end: int, slot: int, last_offset: int, last_mac: bytes) -> bool:

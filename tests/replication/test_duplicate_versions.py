@@ -45,17 +45,23 @@ def test_two_devices_seeding_the_same_memories_pull_each_others_versions(tmp_pat
         assert a.verify().ok and b.verify().ok
 
 
+def _two_versions(a: Sovseal, b: Sovseal, value: str) -> None:
+    """``same`` = ``value`` written on both devices on one parent: one snapshot id, two versions on the
+    server; both devices then pull each other's."""
+    a.store("base", "0")
+    flushed(a)
+    b.pull()
+    a.store("same", value)
+    b.store("same", value)
+    flushed(a, b)
+    a.pull()
+    b.pull()
+
+
 def test_a_pull_from_zero_of_a_store_holding_two_versions(tmp_path: Path, key: bytes, server: ServerThread) -> None:
     a, b, api = devices(tmp_path, key, server)
     with a, b:
-        a.store("base", "0")
-        flushed(a)
-        b.pull()
-        a.store("same", "identical")
-        b.store("same", "identical")  # the same snapshot id, a second version on the server
-        flushed(a, b)
-        a.pull()
-        b.pull()
+        _two_versions(a, b, "identical")
     (tmp_path / "a" / "replication-cursor.json").unlink()  # lost, or the server restored: from zero
     with open_mem(tmp_path / "a", key, server.url, api) as a:
         result = a.pull()
@@ -67,14 +73,7 @@ def test_a_pull_from_zero_after_a_purge_of_a_snapshot_with_two_versions(tmp_path
     """The server keeps a skeleton of each version; the store, after its purge, one: still no replay."""
     a, b, api = devices(tmp_path, key, server)
     with a, b:
-        a.store("base", "0")
-        flushed(a)
-        b.pull()
-        a.store("same", "secret")
-        b.store("same", "secret")
-        flushed(a, b)
-        a.pull()
-        b.pull()
+        _two_versions(a, b, "secret")
         a.purge("same", reason="test")
         flushed(a)
         b.pull()

@@ -58,16 +58,22 @@ def _sealed_entries(mem: Sovseal, path: str) -> list[bytes]:
     return out
 
 
+def _two_devices_on_one_base(tmp_path: Path, key: bytes, server: ServerThread) -> tuple[str, Sovseal, Sovseal]:
+    """(api key, device a, device b), both holding one record ``base``: the parent of what comes next."""
+    api = server.storage.create_api_key()
+    a = open_mem(tmp_path / "a", key, server.url, api)
+    b = open_mem(tmp_path / "b", key, server.url, api)
+    a.store("base", "0")
+    _sync(a, b)
+    return api, a, b
+
+
 @pytest.mark.parametrize("purger", ["first", "second"])
 def test_purging_a_snapshot_two_devices_wrote_erases_both_versions_everywhere(
     tmp_path: Path, key: bytes, server: ServerThread, purger: str
 ) -> None:
-    api = server.storage.create_api_key()
-    a = open_mem(tmp_path / "a", key, server.url, api)
-    b = open_mem(tmp_path / "b", key, server.url, api)
+    api, a, b = _two_devices_on_one_base(tmp_path, key, server)
     try:
-        a.store("base", "0")
-        _sync(a, b)
         first = a.store("user.secret", SECRET).snapshot_id  # the same entry on the same parent:
         second = b.store("user.secret", SECRET).snapshot_id  # one snapshot, two versions
         assert first == second
@@ -119,12 +125,8 @@ def test_purging_a_snapshot_two_devices_wrote_erases_both_versions_everywhere(
 def test_a_purge_of_a_version_the_purger_never_saw_still_erases_the_other(tmp_path: Path, key: bytes, server: ServerThread) -> None:
     """The purging device holds only its own version; the other device's version reaches the server
     after the purge (acknowledged and dropped there), and the redaction must still erase it."""
-    api = server.storage.create_api_key()
-    a = open_mem(tmp_path / "a", key, server.url, api)
-    b = open_mem(tmp_path / "b", key, server.url, api)
+    api, a, b = _two_devices_on_one_base(tmp_path, key, server)
     try:
-        a.store("base", "0")
-        _sync(a, b)
         a.store("user.secret", SECRET)
         _flush(a)
         b.store("user.secret", SECRET)  # b's own version: it has not pulled a's
