@@ -590,24 +590,29 @@ class VectorIndex:
         self._open_table_now()
         if self._table is not None:
             self._load()  # rows other processes added since this handle read the table: kept too
-            self._table = self._db.create_table(_TABLE, data=self._batches_without(set(gone)), schema=self._schema, mode="overwrite")
+            written: set[int] = set()
+            self._table = self._db.create_table(_TABLE, data=self._table_batches(written), schema=self._schema, mode="overwrite")
+            with self._lock:
+                self._indexed = written
             with warnings.catch_warnings():  # that other processes' old versions go is the point here
                 warnings.simplefilter("ignore", UserWarning)
                 self._table.optimize(cleanup_older_than=timedelta(0), delete_unverified=True)
         self.save_snapshot()
 
-    def _batches_without(self, gone: set[int]) -> Iterator[Any]:  # pyarrow RecordBatches
-        """The matrix's rows as table batches, except those of ``gone`` (their rows are zeroed)."""
+    def _table_batches(self, written: set[int]) -> Iterator[Any]:  # pyarrow RecordBatches
+        """The matrix's rows that hold a vector, as table batches; their nodes are added to ``written``.
+        Erased rows are zeros (:meth:`forget`), and so are damaged ones (:meth:`_drop_damaged`)."""
         import pyarrow as pa
 
         with self._lock:
             rows = self._rows
-            self._indexed = {int(n) for n in self._row_node[:rows].tolist()} - gone
         for start in range(0, rows, _REWRITE_BATCH):
             with self._lock:
-                nodes = self._row_node[start : min(rows, start + _REWRITE_BATCH)]
-                keep = ~np.isin(nodes, np.fromiter(gone, dtype=np.int64, count=len(gone)))
-                nodes, matrix = nodes[keep], self._matrix[start : start + len(keep)][keep]
+                end = min(rows, start + _REWRITE_BATCH)
+                matrix = self._matrix[start:end]
+                keep = matrix.any(axis=1)
+                nodes, matrix = self._row_node[start:end][keep], matrix[keep]
+            written.update(nodes.tolist())
             yield pa.record_batch(
                 [pa.array(nodes, pa.int64()), pa.FixedSizeListArray.from_arrays(pa.array(matrix.ravel()), self.dim)],
                 schema=self._schema,
