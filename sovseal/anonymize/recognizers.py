@@ -9,6 +9,7 @@ adds what Presidio lacks: API keys and secrets, the user's identity facts, Camel
 from __future__ import annotations
 
 import re
+import unicodedata
 from collections.abc import Iterable, Mapping
 
 import tldextract
@@ -94,20 +95,59 @@ def camel_case_recognizer() -> PatternRecognizer:
     return PatternRecognizer("IDENTIFIER", name="CamelCaseRecognizer", patterns=[CAMEL_PATTERN], global_regex_flags=_CASED)
 
 
+#: Unicode character-name prefixes of the scripts written without spaces between words: Han,
+#: Hiragana, Katakana (and the marks they share), Thai, Lao, Khmer, Myanmar, Tibetan, Javanese,
+#: Balinese. Hangul is not here: Korean is written with spaces.
+_UNSPACED_SCRIPTS = (
+    "CJK UNIFIED IDEOGRAPH",
+    "CJK COMPATIBILITY IDEOGRAPH",
+    "IDEOGRAPHIC",
+    "HIRAGANA",
+    "KATAKANA",
+    "HALFWIDTH KATAKANA",
+    "THAI",
+    "LAO",
+    "KHMER",
+    "MYANMAR",
+    "TIBETAN",
+    "JAVANESE",
+    "BALINESE",
+)
+
+
+def _unspaced(char: str) -> bool:
+    """Whether ``char`` belongs to a script written without spaces, where a word runs into the next."""
+    return unicodedata.name(char, "").startswith(_UNSPACED_SCRIPTS)
+
+
+def _fact_pattern(term: str) -> str:
+    """The regex of one identity fact: whole-word on each side, unless that side's character is from a
+    script written without spaces (there a name runs straight into the next word: "王小明先生")."""
+    words = term.split()
+    body = r"\s+".join(re.escape(word) for word in words)
+    before = "" if _unspaced(words[0][0]) else r"(?<!\w)"
+    after = "" if _unspaced(words[-1][-1]) else r"(?!\w)"
+    return f"{before}{body}{after}"
+
+
 def identity_recognizers(facts: Mapping[str, Iterable[str]]) -> list[PatternRecognizer]:
     """The identity layer: one recognizer per label, matching each fact as a whole word.
 
     Case is ignored, and any run of whitespace matches the fact's spaces, so "Jane Doe" is found in
     "JANE DOE" and across a line break ("Jane\\nDoe"). Longer facts are tried first, so "Jane Doe"
-    wins over "Jane" where both match.
+    wins over "Jane" where both match. A fact that begins or ends in a script written without spaces
+    (Chinese, Japanese, Thai, ...) needs no word boundary on that side: "王小明" is found in
+    "我叫王小明，住在北京。", while "Ann" is still not found in "Annual".
     """
     recognizers = []
     for label, terms in facts.items():
         ordered = sorted(set(terms), key=len, reverse=True)
         if not ordered:
             continue
-        alternatives = "|".join(r"\s+".join(re.escape(word) for word in term.split()) for term in ordered)
-        regex = rf"(?<!\w)(?:{alternatives})(?!\w)"
+        alternatives = "|".join(_fact_pattern(term) for term in ordered if term.split())
+        if not alternatives:
+            continue
+        regex = rf"(?:{alternatives})"
         recognizers.append(
             PatternRecognizer(
                 label,

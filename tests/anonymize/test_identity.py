@@ -51,6 +51,24 @@ def test_identity_facts_from_a_real_store_follow_its_writes(mem: Sovseal, anonym
     assert anonymizer.anonymize("Ping Rosalind", memory=mem).text == "Ping Rosalind"
 
 
+def test_facts_in_scripts_written_without_spaces_are_found_in_running_text(mem: Sovseal, anonymizer: Anonymizer) -> None:
+    """Chinese and Japanese run words together, so a fact there has no word boundary around it; a fact
+    in a script written with spaces still matches only as a whole word ("Ann" not in "Annual")."""
+    mem.store("identity.name", ["王小明", "山田太郎", "Ann"], type="semantic")
+    mem.store("identity.city", "北京", type="semantic")
+    cases = {
+        "我叫王小明，住在北京。": "我叫<NAME_1>，住在<CITY_1>。",
+        "王小明先生住在北京市": "<NAME_1>先生住在<CITY_1>市",
+        "私は山田太郎です。": "私は<NAME_1>です。",
+        "山田太郎 lives in 北京": "<NAME_1> lives in <CITY_1>",
+        "Annual report by Ann, Annie and 王小明Ann": "Annual report by <NAME_1>, Annie and <NAME_2>Ann",
+    }
+    for text, expected in cases.items():
+        safe, session_id = anonymizer.anonymize(text, memory=mem)
+        assert safe == expected, text
+        assert anonymizer.deanonymize(safe, session_id) == text
+
+
 def test_an_empty_store_has_no_facts(mem: Sovseal, anonymizer: Anonymizer) -> None:
     assert anonymizer.anonymize("Jane Doe", memory=mem).text == "Jane Doe"
 
