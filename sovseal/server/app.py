@@ -94,6 +94,13 @@ def create_app(storage: Storage, limits: Limits | None = None) -> Starlette:
             return _error(401, "unauthorized", "unknown or revoked API key")
         if verdict == "forbidden":
             return _error(403, "forbidden", "this API key belongs to another project")
+        if verdict == "taken":
+            return _error(
+                403,
+                "forbidden",
+                "this project already has an API key, and a key made without --project binds only to a new project: "
+                "have the operator create a key for this project (sovseal serve --create-key --project <this project id>)",
+            )
         return project
 
     async def receive_body(request: Request, keep: bool) -> bytes:

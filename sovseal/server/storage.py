@@ -32,7 +32,9 @@ device that has not pulled the redaction yet still drains its outbox, and no con
 record is ever stored again.
 
 API keys are random tokens stored only as sha256 (they have 256 bits of entropy, so a slow
-password hash would add nothing), each scoped to one project.
+password hash would add nothing), each scoped to one project. A key made without a project binds on
+first use, and only to a project no other key is bound to (a new one): a project that already has a
+key is joined only with a key made for it (``sovseal serve --create-key --project <id>``).
 """
 
 from __future__ import annotations
@@ -57,7 +59,7 @@ from .validate import Item, body_digest, canonical
 T = TypeVar("T")
 _CHUNK = 400  # ids per IN (...) list: far below SQLite's host-parameter limit
 
-AuthResult = Literal["ok", "unknown", "forbidden"]
+AuthResult = Literal["ok", "unknown", "forbidden", "taken"]
 log = logging.getLogger("sovseal.server")
 
 
@@ -218,6 +220,11 @@ class Storage:
     def authorize(self, key: str, project: str) -> AuthResult:
         """Is ``key`` valid for ``project``? An unbound key is bound to it now, atomically.
 
+        An unbound key binds only to a project that no other key (revoked ones included) is bound
+        to: "taken" otherwise, and the key stays unbound. Else whoever got a fresh key could join
+        any project whose blind id they know, read it and push into it; a project that already has
+        a key takes more only as keys made for it (``create_api_key(project)``).
+
         Valid keys are remembered for ``auth_ttl`` seconds (a revocation in another server process
         takes effect within that time; in this one at once), so a busy client costs no extra query.
         """
@@ -229,8 +236,22 @@ class Storage:
         bound = rows[0][0]
         if bound is None:
             with self.db.transaction() as tx:
-                tx.execute("UPDATE api_keys SET project = ? WHERE key_hash = ? AND project IS NULL", (project, key_hash))
+                # The project's row is the lock two first uses of a new project queue on (SQLite's
+                # BEGIN IMMEDIATE serializes anyway; on PostgreSQL the next statement then sees the
+                # other binding), so two unbound keys cannot both take the same project.
+                tx.execute(
+                    "INSERT INTO projects (project, next_seq, next_hold, held_count) VALUES (?, 1, 1, 0) "
+                    "ON CONFLICT (project) DO UPDATE SET project = excluded.project",
+                    (project,),
+                )
+                tx.execute(
+                    "UPDATE api_keys SET project = ? WHERE key_hash = ? AND project IS NULL "
+                    "AND NOT EXISTS (SELECT 1 FROM api_keys k WHERE k.project = ?)",
+                    (project, key_hash, project),
+                )
                 bound = tx.execute("SELECT project FROM api_keys WHERE key_hash = ?", (key_hash,))[0][0]
+            if bound is None:
+                return "taken"  # not cached: the key may still bind to a new project
         self._auth_cache[key_hash] = (str(bound), time.monotonic() + self.auth_ttl)
         return "ok" if bound == project else "forbidden"
 
