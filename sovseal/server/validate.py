@@ -265,8 +265,16 @@ def decode_push(body: bytes, max_items: int) -> tuple[list[Item], str]:
     values = _VALUES * max_items + 1 + 2 * MAX_ERASED_PER_PUSH
     if body.count(b"{") + body.count(b"[") > containers or body.count(b",") > values:
         raise TooManyItems(f"a push holds at most {max_items} items, each an object of a few fields")
+    # Strict UTF-8 first: json.loads on bytes would sniff UTF-16/32 and skip a BOM, accepting what
+    # the protocol refuses (a body that is not UTF-8 JSON, docs/replication.md).
+    if body.startswith(b"\xef\xbb\xbf"):
+        raise ValueError("the body is not UTF-8 JSON: it starts with a byte order mark (send UTF-8 without one)")
     try:
-        data = json.loads(body)
-    except (ValueError, RecursionError):  # UnicodeDecodeError is a ValueError; RecursionError: nested past the parser's limit
+        text = body.decode("utf-8")
+    except UnicodeDecodeError:
+        raise ValueError("the body is not UTF-8 JSON") from None
+    try:
+        data = json.loads(text)
+    except (ValueError, RecursionError):  # RecursionError: nested past the parser's limit
         raise ValueError("the body is not JSON") from None
     return parse_push(data, max_items)
