@@ -1611,6 +1611,32 @@ def _load_model(spec: str) -> Any:
     return target if callable(getattr(target, "invoke", None)) else target()
 
 
+class ModelCallError(SovsealError):
+    """The chat model given with --model raised (its server is down, a timeout, a bad API key, ...)."""
+
+
+def _guard_model(model: Any) -> Any:
+    """``model`` with every call's exception turned into a ModelCallError: one line and exit 6
+    instead of a traceback, and not mistaken for the store's own disk errors (a refused connection
+    is an OSError too). The wrapper keeps the model's class name, which the run's audit record names."""
+    call = model.invoke if callable(getattr(model, "invoke", None)) else model
+
+    def invoke(self: Any, prompt: str) -> Any:
+        try:
+            return call(prompt)
+        except Exception as exc:
+            kind = type(exc)
+            name = kind.__qualname__ if kind.__module__ == "builtins" else f"{kind.__module__}.{kind.__qualname__}"
+            detail = _one_line(str(exc)) or "(no message)"
+            raise ModelCallError(
+                f"the model failed: {name}: {detail}; check that its server is reachable (and the --model "
+                "factory's address and credentials), then run `sovseal consolidate` again: nothing was written "
+                "for the batch it was asked about, and the run resumes after the batches already finished"
+            ) from exc
+
+    return type(type(model).__name__, (), {"invoke": invoke})()
+
+
 def _print_run(report: Any) -> None:
     if report.run is None:
         click.echo("nothing to do: every input is consolidated and every score is current (nothing was written)")
@@ -1666,7 +1692,7 @@ def consolidate(
         return
     from .consolidate import consolidate as run_passes
 
-    model = _load_model(model_spec) if model_spec else None
+    model = _guard_model(_load_model(model_spec)) if model_spec else None
     with _open(path, branch, key_file) as (mem, _):
         report = run_passes(
             mem, model, passes=passes, batch_size=batch_size, as_of=None if as_of is None else as_of.date(),
