@@ -1217,10 +1217,16 @@ def mind(min_count: int, show_all: bool, path: str | None, branch: str, key_file
     """Recurring Patterns: the memories stored again and again, grouped by type.
 
     Storing a fact a path already holds reinforces it instead of adding a snapshot; reinforced
-    memories rank higher in recall. This shows what the store holds most strongly.
+    memories rank higher in recall. This shows what the store holds most strongly. sovseal's own
+    records (under _sovseal/, e.g. consolidation's audit trail) are not listed.
     """
+    from .consolidate.layout import RESERVED
+
     with _open(path, branch, key_file) as (mem, _):
         groups = ops.recurring_patterns(mem, min_count=0 if show_all else min_count)
+    # sovseal's own records (consolidation's runs, steps, retention scores) are not the user's
+    # memories: recall leaves them out, and so does mind.
+    groups = {kind: [m for m in items if not m.path.startswith(RESERVED)] for kind, items in groups.items()}
     if as_json:
         _emit_json({"branch": branch, "recurring_patterns": groups})
         return
