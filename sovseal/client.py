@@ -369,7 +369,7 @@ class Sovseal:
         """Check ``current`` against ``index/model.json`` (recording it if there is none), then open
         the index, or set ``mismatch``. The caller holds the shared lock."""
         from .embed.fingerprint import describe, same_model
-        from .index import VectorIndex
+        from .index import VectorIndex, remove_discarded
 
         directory = self.path / "index"
         recorded, unreadable = self._recorded_model(directory, current)
@@ -387,6 +387,8 @@ class Sovseal:
                 current=current,
             )
             return
+        if not self._store.read_only:
+            remove_discarded(directory)  # what a rebuild-index a crash interrupted left aside
         self._shared.index = VectorIndex(directory, dim, read_only=self._store.read_only, owner=self._store.store_uuid)
 
     def _recorded_model(self, directory: Path, current: dict[str, Any]) -> tuple[dict[str, Any] | None, str | None]:
@@ -1050,7 +1052,8 @@ class Sovseal:
         index = self._shared.index
         if index is not None:
             index.erase(erased)
-            return
+            if not index.retired():
+                return  # else the directory was rebuilt under it: erase them from that index too, below
         from .embed.fingerprint import RECORD, decode_record
 
         directory = self.path / "index"

@@ -57,7 +57,7 @@ from typing import Any
 import numpy as np
 
 from . import vector_sketch, vector_snapshot
-from .durable import atomic_write, make_dirs
+from .durable import atomic_write, fsync_dir, make_dirs
 from .filelock import WriterLock
 
 log = logging.getLogger(__name__)
@@ -201,6 +201,8 @@ class VectorIndex:
         self._wake = threading.Event()
         self._stop = threading.Event()
         self.warmed = threading.Event()  # the matrix is in memory (set at once unless mapped from a snapshot)
+        self._generation = ""  # this index directory's, from ``owner`` (see _foreign and retired)
+        self._retired_seen = False  # the directory was rebuilt under this handle: it writes nothing more
         self._ignore_disk = self._foreign(owner)  # read-only and another store's: nothing on disk is read
         if self._ignore_disk or not self._restore_snapshot():
             self.warmed.set()
@@ -234,14 +236,9 @@ class VectorIndex:
         """
         if not owner:
             return False
-        path = self.directory / _OWNER
-        try:
-            recorded = path.read_text(encoding="utf-8").strip()
-        except FileNotFoundError:
-            recorded = None
-        except (OSError, UnicodeDecodeError):
-            recorded = ""  # unreadable: as good as another store's
-        if recorded == owner:
+        recorded = self._owner_file()
+        if recorded is not None and recorded[0] == owner:
+            self._generation = recorded[1]
             return False
         if recorded is not None:
             log.warning("the vector index in %s belongs to another store; rebuilding it from the journal", self.directory)
@@ -250,9 +247,39 @@ class VectorIndex:
             shutil.rmtree(self.directory / f"{_TABLE}.lance", ignore_errors=True)
             shutil.rmtree(self.directory / vector_snapshot.DIRECTORY, ignore_errors=True)
         if not self.read_only:
+            self._generation = os.urandom(8).hex()
             make_dirs(self.directory)
-            atomic_write(path, owner.encode("utf-8") + b"\n")
+            atomic_write(self.directory / _OWNER, f"{owner} {self._generation}\n".encode())
         return False
+
+    def _owner_file(self) -> tuple[str, str] | None:
+        """(store uuid, generation) that ``owner`` names; None without one; ("", "") unreadable."""
+        try:
+            fields = (self.directory / _OWNER).read_text(encoding="utf-8").split()
+        except FileNotFoundError:
+            return None
+        except (OSError, UnicodeDecodeError):
+            return "", ""  # unreadable: as good as another store's
+        return (fields[0], fields[1] if len(fields) > 1 else "") if fields else ("", "")
+
+    def retired(self) -> bool:
+        """Whether the directory was rebuilt (``sovseal rebuild-index``) since this handle opened it.
+
+        Its table and snapshot then hold another index, perhaps another model's vectors: this
+        handle keeps searching its own matrix but writes nothing there any more, and reads nothing
+        from there, or it would undo the rebuild (or mix two models' vectors). Checked before each
+        write: one small file read.
+        """
+        if self._retired_seen:
+            return True
+        if not self._generation:
+            return False  # no owner given (a bare index), or one read-only
+        recorded = self._owner_file()
+        if recorded is not None and recorded[1] == self._generation:
+            return False
+        self._retired_seen = True
+        log.warning("the vector index in %s was rebuilt by another process; this one no longer writes to it", self.directory)
+        return True
 
     def _restore_snapshot(self) -> bool:
         """Start from the snapshot (memory-mapped), marking the index loaded; False without one."""
@@ -431,7 +458,7 @@ class VectorIndex:
     def _consult_table(self) -> None:
         """With a snapshot: open the table once and load the vectors it has that the matrix lacks
         (stored by other processes after the snapshot was written)."""
-        if self._table_open:
+        if self._table_open or self.retired():
             return
         self._open_table_now()
         self._load()
@@ -534,6 +561,10 @@ class VectorIndex:
             batch = dict(self._pending)
         if not batch:
             return
+        if self.retired():
+            with self._lock:
+                self._pending.clear()  # they stay in the matrix, searched by this handle only
+            return
         self._open_table_now()
         if self._table is None:  # read-only: pending vectors are searched from memory
             return
@@ -586,6 +617,8 @@ class VectorIndex:
             return
         self._loaded.wait()
         self.forget(gone)
+        if self.retired():  # the directory holds another index now: the caller erases them there
+            return
         self.flush()
         self._open_table_now()
         if self._table is not None:
@@ -620,7 +653,7 @@ class VectorIndex:
 
     def compact(self) -> None:
         """Merge the small fragments that batched adds leave behind, and drop old versions."""
-        if self._table_open and self._table is not None:
+        if self._table_open and self._table is not None and not self.retired():
             self._table.optimize(cleanup_older_than=timedelta(minutes=10))
         self._adds_since_compact = 0
 
@@ -665,7 +698,7 @@ class VectorIndex:
         snapshot are appended to it in place when the matrix kept its order and nobody replaced
         the snapshot since; otherwise a new generation is written whole.
         """
-        if self.read_only or not self._loaded.is_set():
+        if self.read_only or not self._loaded.is_set() or self.retired():
             return
         with self._lock:
             if self._pending or self._rows == 0:
@@ -1000,6 +1033,27 @@ class VectorIndex:
         nodes = row_node[rows]
         scores = _dot(_gather(self._matrix, rows), vector)
         return _best_of_scanned(nodes, scores, limit, allowed, known)
+
+
+def discard_index(directory: Path) -> None:
+    """Remove the index ``directory`` in one step: renamed aside (and the rename fsynced), then
+    deleted. A crash leaves the whole index, with the ``model.json`` that says whose vectors they
+    are, or none; never vectors without it. Indexes an earlier crash left aside go too."""
+    remove_discarded(directory)
+    if directory.exists():
+        aside = directory.with_name(f"{directory.name}{_DISCARDED}{os.urandom(4).hex()}")
+        os.replace(directory, aside)
+        fsync_dir(directory.parent)
+        shutil.rmtree(aside)
+
+
+def remove_discarded(directory: Path) -> None:
+    """Delete what :func:`discard_index` left aside when a crash stopped it (plaintext vectors)."""
+    for left in directory.parent.glob(f"{directory.name}{_DISCARDED}*"):
+        shutil.rmtree(left, ignore_errors=True)
+
+
+_DISCARDED = ".discarded-"
 
 
 def _best_of_scanned(

@@ -16,7 +16,6 @@ import json
 import logging
 import os
 import secrets
-import shutil
 import time
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
@@ -29,6 +28,7 @@ from .errors import (
     IntegrityError,
     InvalidInputError,
     KeyUnavailableError,
+    ReadOnlyStoreError,
     SovsealError,
     UnknownSnapshotError,
 )
@@ -410,13 +410,23 @@ def rebuild_index(
     branches.
 
     SDK gap: the SDK has no ``rebuild_index``; this removes ``<store>/index`` and lets the SDK
-    re-embed what recall needs, one branch at a time.
+    re-embed what recall needs, one branch at a time. The old index is moved aside in one rename
+    before it is deleted: a crash leaves the old index whole (its ``model.json`` with it) or none,
+    never vectors without the record of their model. A process that still has the store open
+    notices the rebuild and stops writing to the index (:meth:`VectorIndex.retired`).
     """
     mem, _ = open_store(path, key_text=key_text, embedder=embedder)
     with mem:
+        if mem._store.read_only:
+            raise ReadOnlyStoreError(
+                f"the store {mem.path} is read-only (a read-only volume, or a mounted backup): its index cannot be "
+                "rebuilt here. Copy the store to a writable place and rebuild the copy; reads and exports work as it is"
+            )
         names = mem.branches()
         directory = mem.path
-    shutil.rmtree(directory / "index", ignore_errors=True)
+    from .index import discard_index
+
+    discard_index(directory / "index")
     mem, _ = open_store(directory, key_text=key_text, embedder=embedder)
     with mem:
         mem.ready()  # loads the model and records its fingerprint, even in a store with nothing to embed

@@ -11,6 +11,9 @@ from __future__ import annotations
 import hashlib
 import json
 import os
+import signal
+import subprocess
+import sys
 from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
@@ -25,6 +28,7 @@ from sovseal.keys import export_key
 from tests.fakes import FAKE_DIM, fake_embed
 
 OTHER_DIM = 16
+ROOT = str(Path(__file__).resolve().parents[2])
 
 
 def other_embed(texts: Sequence[str]) -> np.ndarray:
@@ -111,6 +115,66 @@ def test_a_model_switch(store_dir: Path, key: bytes) -> None:
     # ...and now the old model is the one refused.
     with Sovseal(store_dir, key=key, embedder=fake_embed) as mem, pytest.raises(EmbedderMismatchError, match="16-d"):
         mem.recall("Berlin")
+
+
+def shifted_embed(texts: Sequence[str]) -> np.ndarray:
+    """Another model of the same dimension: a vector of it ranks nothing right among fake_embed's."""
+    return fake_embed([f"shifted:{text}" for text in texts])
+
+
+KILLED_WHILE_DISCARDING = """
+import os, signal, sys
+sys.path.insert(0, sys.argv[3])
+from sovseal import ops
+from tests.recall.test_model_identity import shifted_embed
+
+real = os.unlink
+def unlink(name, *args, **kwargs):  # the crash: as the old index's model.json is deleted
+    real(name, *args, **kwargs)
+    if str(name).endswith("model.json"):
+        os.kill(os.getpid(), signal.SIGKILL)
+os.unlink = unlink
+ops.rebuild_index(sys.argv[1], key_text=sys.argv[2], embedder=shifted_embed)
+"""
+
+
+def test_a_rebuild_killed_while_discarding_the_old_index_leaves_no_vectors_without_their_model(store_dir: Path, key: bytes) -> None:
+    """The old index goes in one rename: after the kill there is the whole old index or none, never
+    the old model's vectors without the model.json that names it (adopted as the new model's)."""
+    fill(store_dir, key)
+    done = subprocess.run([sys.executable, "-c", KILLED_WHILE_DISCARDING, str(store_dir), export_key(key), ROOT], check=False, timeout=120)
+    assert done.returncode == -signal.SIGKILL
+    assert not (store_dir / "index").exists() or (store_dir / "index" / RECORD).exists()
+    with Sovseal(store_dir, key=key, embedder=shifted_embed) as mem:
+        assert [m.path for m in mem.recall("user.food: allergic to peanuts", k=1)] == ["user.food"]
+    assert recorded(store_dir)["callable"] == qualified_name(shifted_embed)
+    assert not list(store_dir.glob("index.discarded-*"))  # what the crash left aside is gone
+    with Sovseal(store_dir, key=key, embedder=fake_embed) as mem, pytest.raises(EmbedderMismatchError):
+        mem.recall("peanuts")
+
+
+REBUILD = """
+import sys
+sys.path.insert(0, sys.argv[3])
+from sovseal import ops
+from tests.recall.test_model_identity import shifted_embed
+ops.rebuild_index(sys.argv[1], key_text=sys.argv[2], embedder=shifted_embed)
+"""
+
+
+def test_a_process_that_had_the_store_open_does_not_undo_a_rebuild(store_dir: Path, key: bytes) -> None:
+    """Its index was replaced under it: it keeps its own vectors in memory and writes none of
+    them (another model's) into the rebuilt index; the new model embeds its records when asked."""
+    fill(store_dir, key)
+    with Sovseal(store_dir, key=key, embedder=fake_embed) as old:
+        assert old.recall("Berlin", k=1)  # its index is open
+        subprocess.run([sys.executable, "-c", REBUILD, str(store_dir), export_key(key), ROOT], check=True, timeout=120)
+        old.store_many([{"path": f"late.{i}", "payload": f"written after the rebuild {i}"} for i in range(10)])
+        assert old._vector_index().retired()
+    with Sovseal(store_dir, key=key, embedder=shifted_embed) as mem:
+        for i in range(10):
+            assert [m.path for m in mem.recall(f"late {i}: written after the rebuild {i}", k=1)] == [f"late.{i}"]
+        assert [m.path for m in mem.recall("user.city: the user lives in Berlin", k=1)] == ["user.city"]
 
 
 def test_store_on_a_mismatched_index_is_durable_and_adds_no_vector(store_dir: Path, key: bytes) -> None:
