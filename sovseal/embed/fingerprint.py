@@ -82,7 +82,9 @@ def same_model(a: Mapping[str, Any], b: Mapping[str, Any]) -> bool:
 
 
 def describe(fingerprint: Mapping[str, Any] | None) -> str:
-    """One line naming a model for people: what it is, where it came from, a short digest, its dimension."""
+    """One line naming a model for people: what it is, where it came from, a short digest, its dimension,
+    then every other compared key (the tokenizer's digest, pooling, ...), so two fingerprints that
+    differ are never described alike (the same model file with another tokenizer, say)."""
     if fingerprint is None:
         return "an unknown model"
     dim = fingerprint.get("dim", "?")
@@ -90,7 +92,13 @@ def describe(fingerprint: Mapping[str, Any] | None) -> str:
         digest = str(fingerprint.get("model_sha256") or "?")[:12]
         origin = fingerprint.get("origin")
         where = f" from {origin}" if origin else ""
-        return f"{fingerprint.get('model', 'a model')}{where} (sha256 {digest}, {dim}-d)"
+        shown = {"model", "model_sha256", "dim", "tokenizer_sha256"}
+        extra = [f"tokenizer sha256 {str(fingerprint.get('tokenizer_sha256') or '?')[:12]}"] if "tokenizer_sha256" in fingerprint else []
+        extra += [
+            f"{k} {(v if isinstance(v, str) else json.dumps(v))[:40]}" for k, v in sorted(identity(fingerprint).items()) if k not in shown
+        ]
+        more = f" [{', '.join(extra)}]" if extra else ""
+        return f"{fingerprint.get('model', 'a model')}{where} (sha256 {digest}, {dim}-d){more}"
     if "callable" in fingerprint:
         return f"the embedder {fingerprint['callable']} ({dim}-d)"
     rest = {k: v for k, v in identity(fingerprint).items() if k != "dim"}
