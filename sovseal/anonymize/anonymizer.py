@@ -54,13 +54,17 @@ class Anonymizer:
         *,
         ttl: float = DEFAULT_TTL,
         ner_model: str | os.PathLike[str] | None = None,
-        allow: Iterable[str] = (),
+        allow: Iterable[str] | str = (),
         camel_case: bool = True,
         identity_prefix: str = IDENTITY_PREFIX,
         max_sessions: int = DEFAULT_MAX_SESSIONS,
         clock: Clock | None = None,
         detector: Detector | None = None,
     ) -> None:
+        if detector is not None and not isinstance(detector, Detector):
+            raise InvalidInputError(f"detector must be a sovseal.anonymize.Detector, got {type(detector).__name__}")
+        if not isinstance(identity_prefix, str) or not identity_prefix:
+            raise InvalidInputError(f"identity_prefix must be a non-empty str, e.g. 'identity.'; got {identity_prefix!r}")
         self.detector = detector or Detector(ner_model=ner_model, allow=allow, camel_case=camel_case)
         store_args = {"clock": clock} if clock is not None else {}
         self.sessions = SessionStore(ttl=ttl, max_sessions=max_sessions, **store_args)

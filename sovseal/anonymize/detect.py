@@ -68,24 +68,44 @@ class _QuietBelowWarning(logging.Filter):
         return record.levelno >= logging.WARNING
 
 
+def allowed_terms(allow: Iterable[str] | str) -> list[str]:
+    """``allow`` as a list of words: a single str is one word (not its characters); anything else
+    must be an iterable of str, or InvalidInputError says what to pass."""
+    if isinstance(allow, str):
+        return [allow]
+    if isinstance(allow, (bytes, bytearray, Mapping)) or not isinstance(allow, Iterable):
+        raise InvalidInputError(f"allow must be a list of words (str), got {type(allow).__name__}")
+    terms = list(allow)
+    wrong = [t for t in terms if not isinstance(t, str)]
+    if wrong:
+        raise InvalidInputError(f"allow must be a list of words (str); it holds {type(wrong[0]).__name__} {wrong[0]!r}")
+    return terms
+
+
 class Detector:
     """Finds the sensitive spans of a text. Thread-safe; the analyzer is built on first use.
 
     ``ner_model``: a spaCy package name or a saved pipeline directory (default: ``SOVSEAL_NER_MODEL``,
     else an installed English model, else none; see :mod:`sovseal.anonymize.nlp`). ``allow``: words
-    never anonymized (exact match), e.g. product names the CamelCase layer would otherwise take; the
-    well-known ones (``GitHub``, ``JavaScript``, ...: :data:`COMMON_CAMEL_CASE`) always are.
+    never anonymized (exact match), e.g. product names the CamelCase layer would otherwise take (a
+    single str is one word); the well-known ones (``GitHub``, ``JavaScript``, ...: :data:`COMMON_CAMEL_CASE`) always are.
     """
 
     def __init__(
         self,
         *,
         ner_model: str | os.PathLike[str] | None = None,
-        allow: Iterable[str] = (),
+        allow: Iterable[str] | str = (),
         camel_case: bool = True,
     ) -> None:
+        if ner_model is not None and not isinstance(ner_model, (str, os.PathLike)):
+            raise InvalidInputError(
+                f"ner_model must be a spaCy package name, a path, 'none' or None; got {type(ner_model).__name__}"
+            )
+        if not isinstance(camel_case, bool):
+            raise InvalidInputError(f"camel_case must be True or False, got {camel_case!r}")
         self._ner_setting = ner_model
-        self._allow = sorted(set(allow) | (COMMON_CAMEL_CASE if camel_case else set()))
+        self._allow = sorted(set(allowed_terms(allow)) | (COMMON_CAMEL_CASE if camel_case else set()))
         self._camel_case = camel_case
         self._lock = threading.Lock()
         self._analyzer: Any = None

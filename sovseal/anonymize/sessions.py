@@ -57,10 +57,12 @@ class SessionStore:
         clock: Clock = time.monotonic,
         max_sessions: int = DEFAULT_MAX_SESSIONS,
     ) -> None:
-        if not ttl > 0:
-            raise InvalidInputError(f"ttl must be a positive number of seconds, got {ttl!r}")
-        if max_sessions < 1:
-            raise InvalidInputError(f"max_sessions must be at least 1, got {max_sessions!r}")
+        if isinstance(ttl, bool) or not isinstance(ttl, (int, float)) or not 0 < ttl < float("inf"):
+            raise InvalidInputError(f"ttl must be a positive number of seconds (an int or a float), got {ttl!r}")
+        if isinstance(max_sessions, bool) or not isinstance(max_sessions, int) or max_sessions < 1:
+            raise InvalidInputError(f"max_sessions must be an integer of at least 1, got {max_sessions!r}")
+        if not callable(clock):
+            raise InvalidInputError(f"clock must be a callable returning monotonic seconds, got {type(clock).__name__}")
         self.ttl = float(ttl)
         self._clock = clock
         self._max = max_sessions

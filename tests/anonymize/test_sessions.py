@@ -88,6 +88,39 @@ def test_live_sessions_are_bounded(detector: Detector, clock: FakeClock) -> None
     assert anonymizer.deanonymize("<EMAIL_ADDRESS_1>", second) == "b@example.org"
 
 
+def test_constructor_arguments_are_checked_with_typed_errors(detector: Detector) -> None:
+    """A wrong type is InvalidInputError naming the argument, not a bare TypeError from deep inside."""
+    bad: list[dict[str, object]] = [
+        {"ttl": "300"},
+        {"ttl": True},
+        {"ttl": float("nan")},
+        {"ttl": float("inf")},
+        {"max_sessions": "10"},
+        {"max_sessions": 2.5},
+        {"clock": 5},
+        {"allow": ["AcmeCloud", 7]},
+        {"allow": b"AcmeCloud"},
+        {"allow": 5},
+        {"camel_case": "no"},
+        {"ner_model": 3},
+        {"identity_prefix": ""},
+        {"detector": "none"},
+    ]
+    for kwargs in bad:
+        name = next(iter(kwargs))
+        with pytest.raises(InvalidInputError, match=name):
+            Anonymizer(**{"ner_model": "none", **kwargs})  # type: ignore[arg-type]
+    assert Anonymizer(detector=detector, ttl=300).sessions.ttl == 300.0
+
+
+def test_a_single_allowed_word_is_one_word_not_its_characters() -> None:
+    text = "We deploy on AcmeCloud"
+    assert Anonymizer(ner_model="none").anonymize(text).text == "We deploy on <IDENTIFIER_1>"
+    assert Anonymizer(ner_model="none", allow="AcmeCloud").anonymize(text).text == text
+    assert Anonymizer(ner_model="none", allow=["AcmeCloud"]).anonymize(text).text == text
+    assert Anonymizer(ner_model="none", allow=(w for w in ["AcmeCloud"])).anonymize(text).text == text
+
+
 def test_bad_arguments(anonymizer: Anonymizer, detector: Detector) -> None:
     with pytest.raises(InvalidInputError):
         anonymizer.anonymize(b"bytes")  # type: ignore[arg-type]
