@@ -61,7 +61,7 @@ F = TypeVar("F", bound=Callable[..., Any])
 EXIT_OK = 0
 EXIT_INTEGRITY = 1  # verify found problems, or a record failed authentication
 EXIT_USAGE = 2  # bad input: options, arguments, malformed JSON (click uses 2 for usage errors too)
-EXIT_NOT_FOUND = 3  # no store, unknown path, snapshot or branch
+EXIT_NOT_FOUND = 3  # no store, unknown path, snapshot, branch or API key (serve --revoke-key)
 EXIT_KEY = 4  # no key, or the wrong key
 EXIT_BUSY = 5  # the writer lock or the replication outbox did not free up in time
 EXIT_ERROR = 6  # any other sovseal error (e.g. the embedding model is unavailable), or an OS error
@@ -70,7 +70,7 @@ EXIT_CODES = {
     EXIT_OK: "success",
     EXIT_INTEGRITY: "integrity failure: verify found problems, or stored bytes failed authentication",
     EXIT_USAGE: "bad input: an unknown option, a malformed JSON payload or filter, an invalid value",
-    EXIT_NOT_FOUND: "not found: no store at --path, or an unknown memory path, snapshot id or branch",
+    EXIT_NOT_FOUND: "not found: no store at --path, or an unknown memory path, snapshot id, branch or API key",
     EXIT_KEY: "key unavailable: no key for the store, or a key that does not open it",
     EXIT_BUSY: "busy: another process held the writer lock, or the outbox stayed full, past the timeout",
     EXIT_ERROR: "any other error (the embedding model is unavailable, a file cannot be written, ...)",
@@ -1977,14 +1977,23 @@ def serve(
         _warn_inline("revoke_key", "the API key given with --revoke-key", "pass `--revoke-key -` and the key on stdin instead")
     if create_key or revoke_key:
         storage = open_storage(database)
+        found = True
         try:
             if create_key:
                 click.echo(storage.create_api_key(project, label))
             if revoke_key:
                 found = storage.revoke_api_key(revoke_key)
-                _note("revoked" if found else "no such key")
+                if found:
+                    _note("revoked")
         finally:
             storage.close()
+        if revoke_key and not found:
+            click.echo(
+                "error: no such API key on this server (nothing was revoked); check the key and --database "
+                "(or SOVSEAL_SERVER_DATABASE), then run the command again",
+                err=True,
+            )
+            sys.exit(EXIT_NOT_FOUND)
         return
     run_server(database, host, port, Limits(max_body=max_body), log_level=log_level)
 

@@ -161,8 +161,9 @@ def test_revoke_key_warns_inline_and_reads_the_key_from_stdin(tmp_path: Path) ->
     database = str(tmp_path / "server.sqlite3")
     created, _ = child("serve", "--database", database, "--create-key")
     api = created.stdout.strip()
-    inline, _ = child("serve", "--database", database, "--revoke-key", "sov_not_a_key")
+    inline, _ = child("serve", "--database", database, "--revoke-key", "sov_not_a_key", code=3)  # not found
     assert "visible to other local users in the process list; pass `--revoke-key -`" in inline.stderr
+    assert inline.stderr.strip().splitlines()[-1].startswith("error: no such API key on this server (nothing was revoked)")
     args = ("serve", "--database", database, "--revoke-key", "-")
     revoked, cmdline = child(*args, stdin=api + "\n")
     assert revoked.stderr.strip() == "revoked"  # no warning: the key never was an argument
