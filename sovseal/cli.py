@@ -1208,6 +1208,11 @@ def branches(delete_name: str | None, path: str | None, branch: str, key_file: s
         click.echo(f"{mark} {_visible(row['name']):<24} {_short(row['head'])}  {_count(row['visible'], 'memory', 'memories')}")
 
 
+#: sovseal.consolidate.layout.RESERVED, written out: importing sovseal.consolidate loads the recall
+#: stack (numpy, the index), which a reading command like `mind` must not (tests/cli/test_startup.py).
+_RESERVED = "_sovseal/"
+
+
 @main.command(short_help="Recurring Patterns: reinforced memories by type.")
 @click.option("--min", "min_count", type=click.IntRange(min=0), default=1, show_default=True, help="Least reinforce count shown.")
 @click.option("--all", "show_all", is_flag=True, help="Show every memory, reinforced or not (same as --min 0).")
@@ -1220,13 +1225,11 @@ def mind(min_count: int, show_all: bool, path: str | None, branch: str, key_file
     memories rank higher in recall. This shows what the store holds most strongly. sovseal's own
     records (under _sovseal/, e.g. consolidation's audit trail) are not listed.
     """
-    from .consolidate.layout import RESERVED
-
     with _open(path, branch, key_file) as (mem, _):
         groups = ops.recurring_patterns(mem, min_count=0 if show_all else min_count)
     # sovseal's own records (consolidation's runs, steps, retention scores) are not the user's
     # memories: recall leaves them out, and so does mind.
-    groups = {kind: [m for m in items if not m.path.startswith(RESERVED)] for kind, items in groups.items()}
+    groups = {kind: [m for m in items if not m.path.startswith(_RESERVED)] for kind, items in groups.items()}
     if as_json:
         _emit_json({"branch": branch, "recurring_patterns": groups})
         return

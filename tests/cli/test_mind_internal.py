@@ -15,3 +15,11 @@ def test_mind_all_leaves_out_consolidations_own_records(store: Run) -> None:
     assert paths == ["user.os"]
     text = store("mind", "--all").stdout
     assert "user.os" in text and "_sovseal" not in text and "Procedural" not in text
+
+
+def test_the_cli_prefix_is_consolidations_reserved_prefix() -> None:
+    """cli.py writes the prefix out (importing sovseal.consolidate would load numpy for `mind`)."""
+    import sovseal.cli as cli
+    from sovseal.consolidate.layout import RESERVED
+
+    assert cli._RESERVED == RESERVED
