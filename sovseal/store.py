@@ -197,6 +197,7 @@ class LocalStore:
         self._sids: dict[int, str] = {}
         self._names: dict[bytes, str] = {}
         self.repairs: list[str] = []  # what recovery did on open, for status()
+        self.versions_set_aside = 0  # pulled versions of held snapshots that did not authenticate
         self.rotated_to: str | None = None  # a pulled redaction said the store moved to this key id
         self.closed = False
         try:
@@ -1239,27 +1240,11 @@ class LocalStore:
             parents = tuple(bytes.fromhex(p) for p in item.parents or ((item.parent,) if item.parent else ()))
             if parents[:1] != ((bytes.fromhex(item.parent),) if item.parent else ()):
                 raise IntegrityError(f"replicated record {item.id} names two different first parents; it was not imported")
-            branch_id, path_hash = bytes.fromhex(item.branch), bytes.fromhex(item.path_hash)
-            if any(p not in lineage.by_wire for p in parents) or branch_id not in lineage.branches:
+            if held is not None:  # another version of a snapshot held here: a forged one is set aside
+                return self._version_from_wire(item, ident, hlc, flags, after, parents)
+            if any(p not in lineage.by_wire for p in parents) or bytes.fromhex(item.branch) not in lineage.branches:
                 raise _NotYet
-            above = max((lineage.nodes[lineage.by_wire[p]].hlc for p in parents), default=0)
-            if flags & fr.LEGACY:
-                hlc = max(hlc, above + 1) if parents else hlc  # as the migration does: the same value everywhere
-            elif hlc <= above:
-                raise IntegrityError(f"replicated record {item.id} is not later than its parents; it was not imported")
-            frame = fr.RecordFrame(fr.Op.STORE, hlc, ident, parents, branch_id, path_hash, b"", item.sealed, flags, after)
-            if flags & fr.REDACTED:  # a skeleton: its seal authenticates its clear fields and names its snapshot
-                skeleton = self.sealing.open_skeleton(frame, item.sealed)
-                op = fr.Op.DELETE if skeleton["op"] == "delete" else fr.Op.STORE
-                sealed_sid = self.sealing.seal_sid(str(skeleton["sid"]), ident)
-                return dataclasses.replace(frame, op=op, sealed_sid=sealed_sid)
-            canonical = self.sealing.unseal(item.sealed, self.sealing.record_aad(frame), flags)
-            sid = snapshot_id(canonical, parent_ids(self.sid_of(lineage.by_wire[p]) for p in parents))
-            entry = Entry.from_canonical(canonical)
-            if self.wire_id(sid) != ident or self.path_hash(entry.path) != path_hash:
-                raise IntegrityError(f"replicated record {item.id} does not re-derive its ids; it was not imported")
-            op = fr.Op.DELETE if entry.op == "delete" else fr.Op.STORE  # the entry says; open() checks the two agree
-            return dataclasses.replace(frame, op=op, sealed_sid=self.sealing.seal_sid(sid, ident))
+            return self._record_from_wire(item, ident, hlc, flags, after, parents)
         if hashlib.sha256(item.sealed).hexdigest() != item.id:
             raise IntegrityError(f"replicated event {item.id} does not match its bytes; it was not imported")
         if ident in lineage.events:
@@ -1278,6 +1263,56 @@ class LocalStore:
         event = fr.BranchFrame(reason, hlc, bytes.fromhex(item.branch), target, item.sealed, flags, after)
         self._open_branch_event(event)
         return event
+
+    def _record_from_wire(
+        self, item: WireItem, ident: bytes, hlc: int, flags: fr.Flag, after: tuple[bytes, ...], parents: tuple[bytes, ...]
+    ) -> fr.RecordFrame:
+        """A pulled record (or skeleton) as a frame, its ids re-derived; IntegrityError if forged."""
+        lineage = self._lineage
+        branch_id, path_hash = bytes.fromhex(item.branch), bytes.fromhex(item.path_hash)
+        above = max((lineage.nodes[lineage.by_wire[p]].hlc for p in parents), default=0)
+        if flags & fr.LEGACY:
+            hlc = max(hlc, above + 1) if parents else hlc  # as the migration does: the same value everywhere
+        elif hlc <= above:
+            raise IntegrityError(f"replicated record {item.id} is not later than its parents; it was not imported")
+        frame = fr.RecordFrame(fr.Op.STORE, hlc, ident, parents, branch_id, path_hash, b"", item.sealed, flags, after)
+        if flags & fr.REDACTED:  # a skeleton: its seal authenticates its clear fields and names its snapshot
+            skeleton = self.sealing.open_skeleton(frame, item.sealed)
+            op = fr.Op.DELETE if skeleton["op"] == "delete" else fr.Op.STORE
+            sealed_sid = self.sealing.seal_sid(str(skeleton["sid"]), ident)
+            return dataclasses.replace(frame, op=op, sealed_sid=sealed_sid)
+        canonical = self.sealing.unseal(item.sealed, self.sealing.record_aad(frame), flags)
+        sid = snapshot_id(canonical, parent_ids(self.sid_of(lineage.by_wire[p]) for p in parents))
+        entry = Entry.from_canonical(canonical)
+        if self.wire_id(sid) != ident or self.path_hash(entry.path) != path_hash:
+            raise IntegrityError(f"replicated record {item.id} does not re-derive its ids; it was not imported")
+        op = fr.Op.DELETE if entry.op == "delete" else fr.Op.STORE  # the entry says; open() checks the two agree
+        return dataclasses.replace(frame, op=op, sealed_sid=self.sealing.seal_sid(sid, ident))
+
+    def _version_from_wire(
+        self, item: WireItem, ident: bytes, hlc: int, flags: fr.Flag, after: tuple[bytes, ...], parents: tuple[bytes, ...]
+    ) -> fr.RecordFrame | None:
+        """Another version of a snapshot this store holds, or None when it is forged: set aside.
+
+        Anyone with the project's API key can push bytes under an existing id, and the server cannot
+        tell them from a version (it cannot open them). Refusing the whole pull there, as for a new
+        record, would stop every device's replication at that item for good; the snapshot is here
+        already, so nothing is lost by setting the forgery aside (logged, and counted in
+        ``versions_set_aside``). A version names the same parents: one that does not is forged too.
+        """
+        lineage = self._lineage
+        held = lineage.nodes[lineage.by_wire[ident]]
+        try:
+            if sorted(parents) != sorted(lineage.nodes[i].wire_id for i in held.parents):
+                raise IntegrityError(f"replicated record {item.id} names other parents than the snapshot held here")
+            frame = self._record_from_wire(item, ident, hlc, flags, after, parents)
+        except IntegrityError as exc:
+            self.versions_set_aside += 1
+            log.warning("a version of snapshot %s that does not authenticate was set aside: %s", item.id, exc)
+            return None
+        if frame.branch_id not in lineage.branches:
+            raise _NotYet  # authentic, written on a branch whose creation has not arrived yet
+        return frame
 
     def _redaction_from_wire(self, item: WireItem, ident: bytes, hlc: int, flags: fr.Flag) -> fr.RedactionFrame | None:
         """A pulled redaction as a frame (None: already here); it waits until every record it names is here."""
