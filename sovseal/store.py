@@ -1241,7 +1241,7 @@ class LocalStore:
             if parents[:1] != ((bytes.fromhex(item.parent),) if item.parent else ()):
                 raise IntegrityError(f"replicated record {item.id} names two different first parents; it was not imported")
             if held is not None:  # another version of a snapshot held here: a forged one is set aside
-                return self._version_from_wire(item, ident, hlc, flags, after, parents)
+                return self._version_from_wire(item, lineage.nodes[held], hlc, flags, after, parents)
             if any(p not in lineage.by_wire for p in parents) or bytes.fromhex(item.branch) not in lineage.branches:
                 raise _NotYet
             return self._record_from_wire(item, ident, hlc, flags, after, parents)
@@ -1290,7 +1290,7 @@ class LocalStore:
         return dataclasses.replace(frame, op=op, sealed_sid=self.sealing.seal_sid(sid, ident))
 
     def _version_from_wire(
-        self, item: WireItem, ident: bytes, hlc: int, flags: fr.Flag, after: tuple[bytes, ...], parents: tuple[bytes, ...]
+        self, item: WireItem, held: Node, hlc: int, flags: fr.Flag, after: tuple[bytes, ...], parents: tuple[bytes, ...]
     ) -> fr.RecordFrame | None:
         """Another version of a snapshot this store holds, or None when it is forged: set aside.
 
@@ -1301,11 +1301,10 @@ class LocalStore:
         ``versions_set_aside``). A version names the same parents: one that does not is forged too.
         """
         lineage = self._lineage
-        held = lineage.nodes[lineage.by_wire[ident]]
         try:
             if sorted(parents) != sorted(lineage.nodes[i].wire_id for i in held.parents):
                 raise IntegrityError(f"replicated record {item.id} names other parents than the snapshot held here")
-            frame = self._record_from_wire(item, ident, hlc, flags, after, parents)
+            frame = self._record_from_wire(item, held.wire_id, hlc, flags, after, parents)
         except IntegrityError as exc:
             self.versions_set_aside += 1
             log.warning("a version of snapshot %s that does not authenticate was set aside: %s", item.id, exc)

@@ -30,7 +30,7 @@ from __future__ import annotations
 import json
 import logging
 import threading
-from contextlib import ExitStack
+from contextlib import ExitStack, suppress
 from dataclasses import dataclass, field
 from typing import Any, Literal
 
@@ -216,10 +216,8 @@ class Transport:
             self._stack = ExitStack()
         if portal is None:
             return
-        try:
+        with suppress(RuntimeError):  # the portal already stopped
             portal.call(self._cancel)
-        except RuntimeError:  # already stopped
-            pass
         stack.close()
 
     def _cancel(self) -> None:
