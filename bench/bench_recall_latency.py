@@ -318,7 +318,7 @@ def ann_check(cache: Path, held_out: int = 500, sizes: Sequence[int] = (8000, 10
 
 
 def _ann_check_one(data: np.ndarray, queries_: np.ndarray) -> dict[str, Any]:
-    from sovseal.index import VectorIndex
+    from sovseal.recall.vector_index import VectorIndex
 
     with tempfile.TemporaryDirectory() as tmp:
         index = VectorIndex(Path(tmp) / "idx", data.shape[1])

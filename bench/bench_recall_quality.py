@@ -66,8 +66,8 @@ import evaldata  # bench/ is not a package
 
 from sovseal import Sovseal
 from sovseal.embed import Embedder
-from sovseal.entries import make_entry, memory_text
 from sovseal.recall import RecallParams
+from sovseal.storage.entries import make_entry, memory_text
 
 CACHE = Path(tempfile.gettempdir()) / "sovseal-bench-cache"  # bulk embeddings, shared with bench_recall_latency.py
 DEV = ["conv-26", "conv-30", "conv-41", "conv-42", "conv-43"]

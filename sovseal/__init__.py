@@ -10,17 +10,17 @@ import importlib
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:  # the names re-exported, for type checkers (`X as X`: an explicit re-export)
-    from .client import AsyncSovseal as AsyncSovseal
-    from .client import Sovseal as Sovseal
     from .models import LogEntry as LogEntry
     from .models import Memory as Memory
     from .models import Status as Status
     from .models import StoreResult as StoreResult
     from .models import VerifyReport as VerifyReport
+    from .sdk.client import AsyncSovseal as AsyncSovseal
+    from .sdk.client import Sovseal as Sovseal
 
 _HOMES = {
-    "AsyncSovseal": ".client",
-    "Sovseal": ".client",
+    "AsyncSovseal": ".sdk.client",
+    "Sovseal": ".sdk.client",
     "LogEntry": ".models",
     "Memory": ".models",
     "Status": ".models",

@@ -178,7 +178,7 @@ class EmbedderMismatchError(SovsealError):
     (get, state, log, verify, export) work, and store() still writes durably to the journal (the
     new record gets no vector until the rebuild). ``recorded`` and ``current`` are the two
     fingerprints (see :mod:`sovseal.embed.fingerprint`). Switch the store to the current model with
-    ``sovseal rebuild-index`` (``sovseal.ops.rebuild_index``), which re-embeds every memory and
+    ``sovseal rebuild-index`` (``sovseal.sdk.ops.rebuild_index``), which re-embeds every memory and
     records it; or open the store with the model it was built with.
     """
 

@@ -10,9 +10,9 @@ from __future__ import annotations
 from pathlib import Path
 
 from sovseal import Sovseal
-from sovseal import checkpoint as cp
-from sovseal import frames as fr
-from sovseal.store import CHECKPOINT
+from sovseal.storage import checkpoint as cp
+from sovseal.storage import frames as fr
+from sovseal.storage.store import CHECKPOINT
 from tests.fakes import fake_embed
 
 
@@ -50,7 +50,7 @@ def plaintexts(directory: Path, key: bytes) -> bytes:
                 frame = fr.RedactionFrame(round(item.created_at * 1e6), tuple((bytes.fromhex(w), s) for w, s in item.erased), item.sealed)
                 out.append(repr(store._open_redaction_body(frame)).encode())
     if (directory / CHECKPOINT).exists():
-        from sovseal.crypto import derive_subkeys
+        from sovseal.crypto.primitives import derive_subkeys
 
         _, arrays = cp.read(directory / CHECKPOINT, derive_subkeys(key).k_rest)
         out.extend(a.tobytes() for a in arrays.values())

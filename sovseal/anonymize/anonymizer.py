@@ -25,7 +25,7 @@ from .identity import IDENTITY_PREFIX, IdentityFacts
 from .sessions import DEFAULT_MAX_SESSIONS, DEFAULT_TTL, Clock, SessionStore
 
 if TYPE_CHECKING:
-    from ..client import Sovseal
+    from sovseal.sdk.client import Sovseal
 
 __all__ = ["Anonymized", "Anonymizer", "anonymize", "deanonymize", "default_anonymizer"]
 

@@ -26,7 +26,7 @@ import threading
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
-    from ..client import Sovseal
+    from sovseal.sdk.client import Sovseal
 
 IDENTITY_PREFIX = "identity."
 #: recall's largest ``k``: identity memories past this many are not read.

@@ -12,7 +12,7 @@ from .layout import RUNS
 from .records import Step, apply_step, put, system_value
 
 if TYPE_CHECKING:
-    from ..client import Sovseal
+    from sovseal.sdk.client import Sovseal
 
 
 @dataclass

@@ -31,7 +31,7 @@ from .layout import RETENTION
 from .records import Step, Write, memories, plan_store, system_value
 
 if TYPE_CHECKING:
-    from ..client import Sovseal
+    from sovseal.sdk.client import Sovseal
 
 NAME = "decay"
 SHARDS = 64

@@ -17,7 +17,8 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Protocol
 
-from ..entries import validate_path
+from sovseal.storage.entries import validate_path
+
 from ..models import Memory
 from .layout import GRAPH, digest_of
 

@@ -9,7 +9,8 @@ from __future__ import annotations
 
 import json
 
-from ..entries import validate_path
+from sovseal.storage.entries import validate_path
+
 from ..errors import InvalidInputError
 from ..models import Memory
 from .context import Context

@@ -22,7 +22,8 @@ from typing import TYPE_CHECKING, Any
 from .layout import MARK, STEPS, is_system
 
 if TYPE_CHECKING:
-    from ..client import Sovseal
+    from sovseal.sdk.client import Sovseal
+
     from ..models import Memory
 
 

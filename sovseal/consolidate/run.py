@@ -23,7 +23,7 @@ from .model import check_model
 from .records import Step, Value, apply_step, now_iso, put, steps, system_records, system_value
 
 if TYPE_CHECKING:
-    from ..client import Sovseal
+    from sovseal.sdk.client import Sovseal
 
 PASSES: dict[str, Callable[[Context], None]] = {
     "promotion": promotion.run,

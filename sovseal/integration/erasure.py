@@ -12,7 +12,8 @@ from __future__ import annotations
 from collections.abc import Iterable, Mapping, Sequence
 from typing import Any
 
-from ..client import Sovseal
+from sovseal.sdk.client import Sovseal
+
 from ..errors import UnknownPathError
 from ..models import Memory
 from .parts import Parts

@@ -13,7 +13,7 @@ import time
 from collections.abc import Mapping
 from typing import Any, Self
 
-from ..client import EmbedFn, Sovseal
+from sovseal.sdk.client import EmbedFn, Sovseal
 
 
 def open_handle(

@@ -1,6 +1,6 @@
 """Values larger than one sovseal record, stored as a record plus part records; the one size limit.
 
-A sovseal record holds at most ``sovseal.entries.MAX_ENTRY_BYTES`` (256 KiB) of canonical JSON:
+A sovseal record holds at most ``sovseal.storage.entries.MAX_ENTRY_BYTES`` (256 KiB) of canonical JSON:
 records are not blobs. A document, message or byte-store value whose payload is larger than
 :data:`INLINE_BYTES` of canonical JSON is stored as
 
@@ -33,8 +33,9 @@ import json
 from collections.abc import Callable, Iterable, Sequence
 from typing import Any
 
+from sovseal.sdk.client import Sovseal
+
 from ..canonical import canonicalize
-from ..client import Sovseal
 from ..errors import IntegrityError, PayloadTooLargeError
 from ..models import Memory
 

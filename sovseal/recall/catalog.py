@@ -23,8 +23,9 @@ from typing import Any, Generic, TypeVar
 
 import numpy as np
 
-from .. import checkpoint as cp
-from ..entries import MEMORY_TYPES, PROVENANCES
+from sovseal.storage import checkpoint as cp
+from sovseal.storage.entries import MEMORY_TYPES, PROVENANCES
+
 from . import filters as flt
 
 _V = TypeVar("_V")

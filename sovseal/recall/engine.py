@@ -34,22 +34,24 @@ from typing import TYPE_CHECKING, TypeVar
 
 import numpy as np
 
-from ..entries import MEMORY_TYPES, memory_text
+from sovseal.storage.entries import MEMORY_TYPES, memory_text
+from sovseal.storage.frames import Op
+from sovseal.storage.store import CHECKPOINT_EVERY, CHECKPOINT_ON_CLOSE
+
 from ..errors import IntegrityError
-from ..frames import Op
-from ..index import Dense
-from ..store import CHECKPOINT_EVERY, CHECKPOINT_ON_CLOSE
 from . import text
 from .catalog import Catalog
 from .filters import Filter
 from .keyword import KeywordIndex, QueryScores
 from .params import RecallParams
+from .vector_index import Dense
 
 if TYPE_CHECKING:
-    from ..entries import Entry
-    from ..index import VectorIndex
-    from ..lineage import Branch, Lineage, Node
-    from ..store import LocalStore, Opened
+    from sovseal.storage.entries import Entry
+    from sovseal.storage.lineage import Branch, Lineage, Node
+    from sovseal.storage.store import LocalStore, Opened
+
+    from .vector_index import VectorIndex
 
 log = logging.getLogger(__name__)
 _T = TypeVar("_T")
@@ -129,7 +131,7 @@ class RecallEngine:
         self.checkpoint_if_due(CHECKPOINT_EVERY if self._store.checkpoint_has_catalog else CHECKPOINT_ON_CLOSE, catalog=True)
 
     def checkpoint_if_due(self, least: int, *, catalog: bool = False) -> None:
-        """The store's :meth:`~sovseal.store.LocalStore.checkpoint_if_due`, with this catalog in it."""
+        """The store's :meth:`~sovseal.storage.store.LocalStore.checkpoint_if_due`, with this catalog in it."""
         self._store.checkpoint_if_due(least, add_arrays=self.checkpoint_arrays, catalog=catalog)
 
     def close(self) -> None:

@@ -33,7 +33,8 @@ import math
 from dataclasses import dataclass
 from typing import Any
 
-from ..entries import MEMORY_TYPES, PROVENANCES
+from sovseal.storage.entries import MEMORY_TYPES, PROVENANCES
+
 from ..errors import InvalidInputError
 
 FIELDS = ("path_prefix", "path", "type", "provenance", "metadata", "$and", "$or", "$not")

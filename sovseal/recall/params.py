@@ -25,7 +25,8 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass, field
 
-from ..entries import MEMORY_TYPES
+from sovseal.storage.entries import MEMORY_TYPES
+
 from ..errors import InvalidInputError
 
 FUSIONS = ("weighted", "rrf", "dense", "keyword")

@@ -10,9 +10,10 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import TYPE_CHECKING
 
-from ..crypto import project_blind_id
+from sovseal.crypto.primitives import project_blind_id
+from sovseal.storage.store import LocalStore
+
 from ..errors import InvalidInputError
-from ..store import LocalStore
 from .config import DEFAULT_MAX_OUTBOX_BYTES, ReplicationConfig, Target, resolve_target
 from .status import Rejected, ReplicatedStatus, ReplicationStatus
 

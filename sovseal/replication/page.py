@@ -15,8 +15,9 @@ import json
 from dataclasses import dataclass
 from typing import Any
 
+from sovseal.storage.wire import WireItem
+
 from ..errors import InvalidInputError, ServerMisbehaviourError
-from ..wire import WireItem
 from .protocol import MAX_SEQ
 
 

@@ -13,7 +13,7 @@ from __future__ import annotations
 import json
 from collections.abc import Sequence
 
-from ..wire import WireItem
+from sovseal.storage.wire import WireItem
 
 PUSH_PATH = "/v2/replicate/push"
 PULL_PATH = "/v2/replicate/pull"

@@ -31,10 +31,11 @@ import time
 from collections.abc import Callable
 from dataclasses import dataclass
 
+from sovseal.storage.frames import REDACTED
+from sovseal.storage.store import LocalStore
+from sovseal.storage.wire import WireItem
+
 from ..errors import ReplicationError, ServerMisbehaviourError
-from ..frames import REDACTED
-from ..store import LocalStore
-from ..wire import WireItem
 from .config import ReplicationConfig
 from .cursor import Cursor, CursorFile
 from .fetch import PageTooLargeError, PullSession

@@ -25,9 +25,10 @@ import time
 from collections.abc import Callable
 from datetime import UTC, datetime
 
+from sovseal.storage.store import LocalStore
+from sovseal.storage.wire import WireItem
+
 from ..errors import BackpressureTimeoutError, ReplicationError, ServerMisbehaviourError, SovsealError
-from ..store import LocalStore
-from ..wire import WireItem
 from .config import ReplicationConfig, Target
 from .http import MISBEHAVIOUR_CODES, Outcome, Transport
 from .protocol import encode_push

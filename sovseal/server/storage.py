@@ -50,7 +50,8 @@ from collections.abc import Collection, Iterable, Sequence
 from dataclasses import dataclass
 from typing import Literal, TypeVar
 
-from ..frames import REDACTED
+from sovseal.storage.frames import REDACTED
+
 from ..replication.protocol import API_KEY_PREFIX
 from . import schema
 from .db import Database, Tx

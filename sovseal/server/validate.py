@@ -23,7 +23,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
-from ..frames import MAX_ERASED  # the most records one redaction names (a larger purge is several)
+from sovseal.storage.frames import MAX_ERASED  # the most records one redaction names (a larger purge is several)
 
 _HEX64 = re.compile(r"[0-9a-f]{64}\Z")
 _HEX32 = re.compile(r"[0-9a-f]{32}\Z")

@@ -190,7 +190,7 @@ def test_key_problems_exit_4_without_creating_a_new_key(store: Run) -> None:
     original = key_file.read_bytes()
     line = store.fails(4, "status", SOVSEAL_KEY_FALLBACK=None)
     assert "SOVSEAL_KEY_FALLBACK=file" in line and "--key-file FILE" in line
-    from sovseal.keys import export_key
+    from sovseal.crypto.keychain import export_key
 
     store.fails(4, "get", "a", SOVSEAL_KEY=export_key(os.urandom(32)))
     store.fails(2, "get", "a", SOVSEAL_KEY="garbage")

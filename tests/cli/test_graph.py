@@ -1,10 +1,10 @@
-"""The lane layout of `sovseal log --graph` (sovseal.ops.draw_graph), on hand-made lineages."""
+"""The lane layout of `sovseal log --graph` (sovseal.sdk.ops.draw_graph), on hand-made lineages."""
 
 from __future__ import annotations
 
 from datetime import UTC, datetime
 
-from sovseal.ops import GraphNode, draw_graph
+from sovseal.sdk.ops import GraphNode, draw_graph
 
 
 def node(sid: str, parent: str | None, t: int) -> GraphNode:

@@ -25,7 +25,7 @@ def test_key_rotate_keeps_the_store_and_replaces_the_key(store: Run, tmp_path: P
 
 
 def test_an_explicit_key_needs_the_new_key_file(run: Run, tmp_path: Path) -> None:
-    from sovseal.keys import export_key
+    from sovseal.crypto.keychain import export_key
 
     old, new = tmp_path / "old.key", tmp_path / "new.key"
     old.write_text(export_key(bytes(range(32))))
@@ -52,7 +52,7 @@ def test_rotate_says_that_older_backups_need_the_old_key(store: Run, tmp_path: P
 
 
 def test_rotate_to_the_current_key_is_refused_and_changes_nothing(run: Run, tmp_path: Path) -> None:
-    from sovseal.keys import export_key
+    from sovseal.crypto.keychain import export_key
 
     key = tmp_path / "k.txt"
     key.write_text(export_key(bytes(range(32))))
@@ -73,7 +73,7 @@ def test_rotate_to_the_key_store_s_own_key_is_refused(store: Run, tmp_path: Path
 
 
 def test_init_with_an_explicit_key_advises_keeping_that_file(run: Run, tmp_path: Path) -> None:
-    from sovseal.keys import export_key
+    from sovseal.crypto.keychain import export_key
 
     key = tmp_path / "k.txt"
     key.write_text(export_key(bytes(range(32))))

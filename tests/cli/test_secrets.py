@@ -18,7 +18,7 @@ from pathlib import Path
 
 import pytest
 
-from sovseal.keys import export_key
+from sovseal.crypto.keychain import export_key
 
 ROOT = Path(__file__).resolve().parents[2]
 #: The CLI with the fake embedder: these tests are about argv and stdin, not about the model.

@@ -16,7 +16,7 @@ from pathlib import Path
 from tests.cli.conftest import Run
 
 HEAVY = (
-    "lancedb", "pyarrow", "onnxruntime", "tokenizers", "numpy", "sovseal.index", "sovseal.embed", "sovseal.recall",
+    "lancedb", "pyarrow", "onnxruntime", "tokenizers", "numpy", "sovseal.recall.vector_index", "sovseal.embed", "sovseal.recall",
     "uvicorn", "starlette", "mcp", "psycopg", "presidio_analyzer", "spacy", "httpx",
 )
 

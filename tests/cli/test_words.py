@@ -13,7 +13,7 @@ import keyring
 import pytest
 from keyring.backends import fail
 
-from sovseal.keys import export_key
+from sovseal.crypto.keychain import export_key
 from tests.cli.conftest import Run
 
 #: Advice written for Python callers: a method call, a keyword argument, a module path.

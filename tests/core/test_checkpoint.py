@@ -20,10 +20,10 @@ import numpy as np
 import pytest
 
 from sovseal import Sovseal, checkpoint
-from sovseal.crypto import padme
-from sovseal.frames import Kind
-from sovseal.journal import HEADER, JOURNAL_HEADER
-from sovseal.store import CHECKPOINT, LocalStore
+from sovseal.crypto.primitives import padme
+from sovseal.storage.frames import Kind
+from sovseal.storage.journal import HEADER, JOURNAL_HEADER
+from sovseal.storage.store import CHECKPOINT, LocalStore
 from tests.fakes import fake_embed
 
 

@@ -18,7 +18,7 @@ import pytest
 from cryptography.hazmat.primitives import hashes
 from cryptography.hazmat.primitives.kdf.hkdf import HKDF
 
-from sovseal.crypto import (
+from sovseal.crypto.primitives import (
     DEFAULT_SEAL_LIMIT,
     FORMAT_VERSION,
     Sealer,

@@ -17,11 +17,11 @@ from pathlib import Path
 import pytest
 
 from sovseal import Sovseal
-from sovseal import frames as fr
-from sovseal.crypto import padme
+from sovseal.crypto.primitives import padme
 from sovseal.errors import IntegrityError, StorageError
-from sovseal.journal import FORMAT, JOURNAL_HEADER
-from sovseal.store import LocalStore
+from sovseal.storage import frames as fr
+from sovseal.storage.journal import FORMAT, JOURNAL_HEADER
+from sovseal.storage.store import LocalStore
 from tests.fakes import fake_embed
 
 DATA = Path(__file__).parent / "data" / "format2"
@@ -146,7 +146,7 @@ def test_new_frames_carry_their_clock_and_the_heads_they_replace(mem: Sovseal) -
 
 
 def test_sealed_entries_are_padded_to_their_padme_bucket(mem: Sovseal) -> None:
-    from sovseal.entries import make_entry
+    from sovseal.storage.entries import make_entry
 
     for size in (1, 50, 700, 5000):
         mem.store(f"p{size}", "x" * size)

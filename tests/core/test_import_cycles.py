@@ -111,8 +111,8 @@ def cycles(graph: dict[str, set[str]]) -> list[list[str]]:
 def test_the_graph_is_read_from_the_sources() -> None:
     graph = import_graph()
     assert "sovseal.consolidate.graph_pass" in graph["sovseal.consolidate.run"]  # `from . import graph_pass`
-    assert "sovseal.consolidate.graph" in graph["sovseal.client"]  # a lazy import, inside related()
-    assert "sovseal.client" in graph["sovseal.consolidate.context"]  # under TYPE_CHECKING
+    assert "sovseal.consolidate.graph" in graph["sovseal.sdk.client"]  # a lazy import, inside related()
+    assert "sovseal.sdk.client" in graph["sovseal.consolidate.context"]  # under TYPE_CHECKING
     assert any(name.startswith("langgraph.checkpoint.sovseal") for name in graph)
 
 

@@ -16,10 +16,10 @@ from pathlib import Path
 
 import pytest
 
-from sovseal import frames as fr
-from sovseal.crypto import IdKey, keyed_id
+from sovseal.crypto.primitives import IdKey, keyed_id
 from sovseal.errors import StorageError
-from sovseal.journal import HEADER, JOURNAL_HEADER, Journal
+from sovseal.storage import frames as fr
+from sovseal.storage.journal import HEADER, JOURNAL_HEADER, Journal
 
 KEY = bytes(range(32))
 

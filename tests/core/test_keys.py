@@ -21,9 +21,7 @@ import pytest
 from keyring.backends import chainer, fail
 from keyring.compat.properties import classproperty
 
-from sovseal import keys
-from sovseal.errors import InvalidInputError, KeyUnavailableError
-from sovseal.keys import (
+from sovseal.crypto.keychain import (
     FALLBACK_ENV,
     KEYRING_SERVICE,
     coerce_key,
@@ -34,6 +32,8 @@ from sovseal.keys import (
     store_master_key,
     store_uuid,
 )
+from sovseal.crypto.primitives import keychain as keys
+from sovseal.errors import InvalidInputError, KeyUnavailableError
 
 posix_only = pytest.mark.skipif(os.name != "posix", reason="file modes are POSIX")
 

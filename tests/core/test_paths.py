@@ -65,7 +65,7 @@ def test_the_cli_and_the_sdk_open_the_same_store_through_tilde(home: Path, key: 
     would expand an unquoted ``~``; a quoted one, or one in SOVSEAL_HOME, reaches sovseal as is)."""
     with Sovseal("~/.mem", key=key, embedder=fake_embed) as mem:
         mem.store("user.editor", "neovim")
-    from sovseal.keys import export_key
+    from sovseal.crypto.keychain import export_key
 
     env = {**os.environ, "SOVSEAL_KEY": export_key(key), "SOVSEAL_HOME": "~/.mem"}
     done = subprocess.run(

@@ -19,16 +19,16 @@ import numpy as np
 import pytest
 
 from sovseal import Sovseal
-from sovseal import frames as fr
 from sovseal.errors import ErasedError, IntegrityError, InvalidInputError, UnknownPathError
-from sovseal.store import CHECKPOINT
-from sovseal.wire import WireItem
+from sovseal.storage import frames as fr
+from sovseal.storage.store import CHECKPOINT
+from sovseal.storage.wire import WireItem
 from tests.erasure_scan import every_file, plaintexts
 from tests.fakes import fake_embed
 
 ROOT = str(Path(__file__).resolve().parents[2])
 SECRET = "the launch code is 7351-alpha-quebec"
-LATEST_TEXT = f"user secret: {SECRET} again"  # what was embedded for its last version (sovseal.entries.memory_text)
+LATEST_TEXT = f"user secret: {SECRET} again"  # what was embedded for its last version (sovseal.storage.entries.memory_text)
 
 
 def _open(directory: Path, key: bytes) -> Sovseal:
@@ -90,7 +90,7 @@ def test_purge_erases_every_version_on_every_branch_and_the_lineage_still_verifi
             mem._store.open(mem._store.resolve(result.erased[0]))
     data = every_file(tmp_path / "s")
     assert not any(s in data for s in sealed)
-    assert _vector_bytes(f"user secret: {SECRET}") not in data  # the first version's vector (sovseal.entries.memory_text)
+    assert _vector_bytes(f"user secret: {SECRET}") not in data  # the first version's vector (sovseal.storage.entries.memory_text)
     assert b"7351" not in plaintexts(tmp_path / "s", key)
     with _open(tmp_path / "s", key) as again:  # restart: the same state, from the journal and the checkpoint
         assert again.get("user.secret") is None and again.verify().ok
@@ -367,11 +367,11 @@ KILLED_BEFORE_REWRITE = """
 import os, signal, sys
 from pathlib import Path
 sys.path.insert(0, sys.argv[3])
-import sovseal.compaction
+import sovseal.storage.compaction
 from sovseal import Sovseal
 from tests.fakes import fake_embed
 
-sovseal.compaction.compact = lambda store: os.kill(os.getpid(), signal.SIGKILL)  # the crash: after the redaction, before the rewrite
+sovseal.storage.compaction.compact = lambda store: os.kill(os.getpid(), signal.SIGKILL)  # crash: after the redaction, before the rewrite
 with Sovseal(Path(sys.argv[1]), key=bytes.fromhex(sys.argv[2]), embedder=fake_embed) as mem:
     mem.purge("user.secret")
 """
@@ -472,7 +472,7 @@ def test_a_backup_file_written_after_a_purge_holds_no_erased_content(tmp_path: P
     holds skeletons only (a backup written *before* the purge is out of reach, as docs/security.md says)."""
     import io
 
-    from sovseal import ops
+    from sovseal.sdk import ops
 
     with _open(tmp_path / "s", key) as mem:
         _history(mem)

@@ -17,11 +17,11 @@ from pathlib import Path
 import pytest
 
 from sovseal import Sovseal, ops
-from sovseal import frames as fr
+from sovseal.crypto.keychain import export_key, key_file_path, load_master_key, staged_key
+from sovseal.crypto.sealing import Sealing
 from sovseal.errors import InvalidInputError, KeyRotatedError, KeyUnavailableError
-from sovseal.keys import export_key, key_file_path, load_master_key, staged_key
-from sovseal.rotation import retirement
-from sovseal.sealing import Sealing
+from sovseal.storage import frames as fr
+from sovseal.storage.rotation import retirement
 from tests.fakes import fake_embed
 
 ROOT = str(Path(__file__).resolve().parents[2])

@@ -8,8 +8,8 @@ import pytest
 
 from sovseal import Sovseal
 from sovseal.errors import IntegrityError, KeyUnavailableError
-from sovseal.frames import RecordFrame
-from sovseal.journal import HEADER
+from sovseal.storage.frames import RecordFrame
+from sovseal.storage.journal import HEADER
 from tests.fakes import fake_embed
 
 PATHS = [f"user.fact{i}" for i in range(5)]

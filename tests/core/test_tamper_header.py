@@ -12,9 +12,9 @@ from pathlib import Path
 import pytest
 
 from sovseal import Sovseal
-from sovseal.crypto import derive_subkeys, keyed_id
+from sovseal.crypto.primitives import derive_subkeys, keyed_id
 from sovseal.errors import IntegrityError, JournalFormatError, KeyUnavailableError
-from sovseal.journal import HEADER, JOURNAL_HEADER
+from sovseal.storage.journal import HEADER, JOURNAL_HEADER
 from tests.fakes import fake_embed
 
 

@@ -9,7 +9,7 @@ import pytest
 
 from sovseal import Sovseal
 from sovseal.errors import IntegrityError
-from sovseal.wire import WireItem
+from sovseal.storage.wire import WireItem
 from tests.fakes import fake_embed
 
 

@@ -15,7 +15,7 @@ import pytest
 
 from sovseal import Sovseal
 from sovseal.cli import main
-from sovseal.mcp_server import TOOLS, build_server
+from sovseal.mcp.server import TOOLS, build_server
 from tests.fakes import fake_embed
 
 DOCS = Path(__file__).resolve().parents[2] / "docs"

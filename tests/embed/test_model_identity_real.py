@@ -19,11 +19,11 @@ from pathlib import Path
 import pytest
 
 from sovseal import Sovseal, ops
+from sovseal.crypto.keychain import export_key
 from sovseal.embed import Embedder
 from sovseal.embed.fingerprint import RECORD, fingerprint_of, same_model
 from sovseal.embed.model_dir import MODEL, TOKENIZER, sha256, write_model_dir
 from sovseal.errors import EmbedderMismatchError
-from sovseal.keys import export_key
 from tests.embed.test_embed_resolve import link_model
 
 FINGERPRINT = "import json; from sovseal.embed import Embedder; print(json.dumps(Embedder().fingerprint(), sort_keys=True))"

@@ -16,7 +16,7 @@ from typing import Any
 from mcp import ClientSession, StdioServerParameters
 from mcp.client.stdio import stdio_client
 
-from sovseal.mcp_server import TOOLS
+from sovseal.mcp.server import TOOLS
 from tests.cli.support import clean_env
 
 

@@ -9,8 +9,8 @@ import numpy as np
 import pytest
 
 from sovseal import Sovseal
-from sovseal import index as index_module
-from sovseal.index import IVF_MIN_ROWS, VectorIndex
+from sovseal.recall import vector_index as index_module
+from sovseal.recall.vector_index import IVF_MIN_ROWS, VectorIndex
 from tests.fakes import fake_embed
 
 
@@ -187,7 +187,7 @@ _OPEN_AND_ADD = """
 import sys, time
 from pathlib import Path
 import numpy as np
-from sovseal.index import VectorIndex
+from sovseal.recall.vector_index import VectorIndex
 directory, node, start = Path(sys.argv[1]), int(sys.argv[2]), float(sys.argv[3])
 time.sleep(max(0.0, start - time.time()))  # every process opens the new index at the same moment
 index = VectorIndex(directory, 8)

@@ -1,4 +1,4 @@
-"""The IVF search's sketch and its placed tail (sovseal/vector_sketch.py, sovseal/index.py).
+"""The IVF search's sketch and its placed tail (sovseal/recall/vector_sketch.py, sovseal/recall/vector_index.py).
 
 A large search scores the probed rows in the sketch (a quarter-width projection), then the best
 few hundred exactly; rows added after the IVF build are placed in their lists and that placement
@@ -18,9 +18,9 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from sovseal import index as index_module
-from sovseal import vector_sketch, vector_snapshot
-from sovseal.index import VectorIndex
+from sovseal.recall import vector_index as index_module
+from sovseal.recall import vector_sketch, vector_snapshot
+from sovseal.recall.vector_index import VectorIndex
 
 ROOT = str(Path(__file__).resolve().parents[2])
 
@@ -225,7 +225,7 @@ from pathlib import Path
 import numpy as np
 sys.path.insert(0, sys.argv[3])
 from sovseal import vector_snapshot
-from sovseal.index import VectorIndex
+from sovseal.recall.vector_index import VectorIndex
 
 directory, point = Path(sys.argv[1]), sys.argv[2]
 data = np.load(directory.parent / "data.npy")

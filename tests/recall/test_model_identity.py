@@ -22,9 +22,9 @@ import numpy as np
 import pytest
 
 from sovseal import Sovseal, ops
+from sovseal.crypto.keychain import export_key
 from sovseal.embed.fingerprint import RECORD, fingerprint_of, identity, qualified_name
 from sovseal.errors import EmbedderMismatchError, InvalidInputError
-from sovseal.keys import export_key
 from tests.fakes import FAKE_DIM, fake_embed
 
 OTHER_DIM = 16
@@ -94,7 +94,7 @@ def test_a_model_switch(store_dir: Path, key: bytes) -> None:
         message = str(caught.value)
         assert "tests.fakes.fake_embed (32-d)" in message
         assert f"{qualified_name(other_embed)} (16-d)" in message
-        assert "sovseal rebuild-index" in message and "sovseal.ops.rebuild_index" in message
+        assert "sovseal rebuild-index" in message and "sovseal.sdk.ops.rebuild_index" in message
         assert caught.value.recorded is not None and caught.value.recorded["callable"] == "tests.fakes.fake_embed"
         assert caught.value.current is not None and caught.value.current["dim"] == OTHER_DIM
         with pytest.raises(EmbedderMismatchError):

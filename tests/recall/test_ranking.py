@@ -26,7 +26,7 @@ def mem(store_dir: Path, key: bytes, monkeypatch: pytest.MonkeyPatch) -> Iterato
     so the tests below can date memories anywhere in the past year, oldest first."""
     a_year_ago = time.time() - 365 * DAY
     with monkeypatch.context() as m:
-        m.setattr("sovseal.store.time.time", lambda: a_year_ago)
+        m.setattr("sovseal.storage.store.time.time", lambda: a_year_ago)
         opened = Sovseal(store_dir, key=key, embedder=fake_embed)
     with opened:
         yield opened
@@ -34,7 +34,7 @@ def mem(store_dir: Path, key: bytes, monkeypatch: pytest.MonkeyPatch) -> Iterato
 
 def store_at(mem: Sovseal, monkeypatch: pytest.MonkeyPatch, when: float, *args: object, **kwargs: object) -> None:
     with monkeypatch.context() as m:
-        m.setattr("sovseal.store.time.time", lambda: when)
+        m.setattr("sovseal.storage.store.time.time", lambda: when)
         mem.store(*args, **kwargs)  # type: ignore[arg-type]
 
 

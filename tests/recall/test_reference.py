@@ -23,10 +23,10 @@ import numpy as np
 import pytest
 
 from sovseal import Sovseal
-from sovseal.entries import Entry, memory_text
-from sovseal.frames import Op
 from sovseal.recall import RecallParams, text
 from sovseal.recall.engine import _nanmean
+from sovseal.storage.entries import Entry, memory_text
+from sovseal.storage.frames import Op
 
 DAY = 86400.0
 NOW = 1_800_000_000.0
@@ -288,7 +288,7 @@ def turn_text(rng: np.random.Generator, topic: int) -> str:
 
 def store_at(mem: Sovseal, monkeypatch: pytest.MonkeyPatch, when: float, *args: Any, **kwargs: Any) -> Any:
     with monkeypatch.context() as m:
-        m.setattr("sovseal.store.time.time", lambda: when)
+        m.setattr("sovseal.storage.store.time.time", lambda: when)
         return mem.store(*args, **kwargs)
 
 

@@ -1,4 +1,4 @@
-"""The vector index's snapshot (sovseal/vector_snapshot.py): a cold open maps it instead of
+"""The vector index's snapshot (sovseal/recall/vector_snapshot.py): a cold open maps it instead of
 reading the LanceDB table, and it never holds less than it claims or more than the table."""
 
 from __future__ import annotations
@@ -13,7 +13,7 @@ import numpy as np
 import pytest
 
 from sovseal import Sovseal, vector_snapshot
-from sovseal.index import VectorIndex
+from sovseal.recall.vector_index import VectorIndex
 from tests.fakes import FAKE_DIM, fake_embed
 
 ROOT = str(Path(__file__).resolve().parents[2])
@@ -124,8 +124,8 @@ def test_damaged_rows_of_the_snapshot_are_dropped_and_embedded_again(tmp_path: P
     around 1e36 and rank them first: they are found when the snapshot is read (a small one at
     once, a large one when it is warmed), zeroed, and their records embedded again from the journal."""
     if large:  # every snapshot counts as large, and is warmed at once
-        monkeypatch.setattr("sovseal.index.WARM_COPY_BYTES", 0)
-        monkeypatch.setattr("sovseal.index.WARM_DELAY", 0.0)
+        monkeypatch.setattr("sovseal.recall.vector_index.WARM_COPY_BYTES", 0)
+        monkeypatch.setattr("sovseal.recall.vector_index.WARM_DELAY", 0.0)
     key = os.urandom(32)
     _fill(tmp_path, key, 80)
     [vectors] = (tmp_path / "index" / "snapshot").glob("vectors.*.f32")
@@ -216,7 +216,7 @@ def test_sigkill_while_writing_the_snapshot_leaves_the_previous_one_usable(tmp_p
 def test_a_small_mapped_matrix_is_copied_into_memory_when_warmed(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     """Past WARM_DELAY a small matrix no longer maps the snapshot (a copy on huge pages), searches
     return the same, and a vector stored before and after the copy is found and persisted."""
-    from sovseal import index as index_module
+    from sovseal.recall import vector_index as index_module
 
     monkeypatch.setattr(index_module, "WARM_DELAY", 0.5)  # long enough to see the mapping first
     key = os.urandom(32)

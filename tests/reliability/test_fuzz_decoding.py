@@ -29,11 +29,11 @@ from typing import Any
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from sovseal import frames as fr
 from sovseal.canonical import canonicalize, loads
 from sovseal.errors import CanonicalizationError, IntegrityError, InvalidInputError
-from sovseal.journal import Journal
-from sovseal.wire import WireItem
+from sovseal.storage import frames as fr
+from sovseal.storage.journal import Journal
+from sovseal.storage.wire import WireItem
 from tests.reliability._net import memory_dir, size
 
 FUZZ = settings(max_examples=size(120, 20_000), deadline=None, suppress_health_check=[HealthCheck.too_slow], database=None)

@@ -26,10 +26,10 @@ import numpy as np
 import pytest
 
 from sovseal import Sovseal
-from sovseal import index as index_module
-from sovseal.client import MAX_RECALL_K
-from sovseal.entries import make_entry, memory_text
-from sovseal.index import VectorIndex
+from sovseal.recall import vector_index as index_module
+from sovseal.recall.vector_index import VectorIndex
+from sovseal.sdk.client import MAX_RECALL_K
+from sovseal.storage.entries import make_entry, memory_text
 from tests.fakes import FAKE_DIM, fake_embed
 from tests.reliability._soak import scale
 

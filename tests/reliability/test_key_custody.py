@@ -11,7 +11,7 @@ The budget: AES-GCM with random 96-bit nonces allows 2^32 encryptions per key (N
 file that could be lost or rolled back: it is recounted from the journal's durable frames (one
 k_sync seal per record, branch and reinforce frame, one k_rest seal per record), so it survives
 kill -9, is shared by every process and includes records imported from other devices. The tests
-lower the limit (the real ``Sealer`` with ``limit=`` set, patched where sovseal.sealing builds it)
+lower the limit (the real ``Sealer`` with ``limit=`` set, patched where sovseal.crypto.sealing builds it)
 instead of sealing 2^31 times.
 """
 
@@ -29,10 +29,10 @@ import pytest
 from keyring.backends import fail
 
 from sovseal import Sovseal
-from sovseal import sealing as sealing_module
-from sovseal.crypto import Sealer
+from sovseal.crypto.keychain import FALLBACK_ENV, key_file_path
+from sovseal.crypto.primitives import Sealer
+from sovseal.crypto.primitives import sealing as sealing_module
 from sovseal.errors import KeyExhaustedError, KeyUnavailableError
-from sovseal.keys import FALLBACK_ENV, key_file_path
 from tests.fakes import fake_embed
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -149,8 +149,8 @@ def test_the_seal_budget_is_enforced_persisted_and_shared(
     writer = textwrap.dedent(
         """
         import functools, sys
-        import sovseal.sealing as s
-        from sovseal.crypto import Sealer
+        import sovseal.crypto.sealing as s
+        from sovseal.crypto.primitives import Sealer
         s.Sealer = functools.partial(Sealer, limit=int(sys.argv[3]))
         from sovseal import Sovseal
         from tests.fakes import fake_embed

@@ -34,7 +34,7 @@ from typing import Any
 import pytest
 
 from sovseal import Sovseal
-from sovseal.crypto import project_blind_id
+from sovseal.crypto.primitives import project_blind_id
 from sovseal.server import ServerThread
 from tests.reliability._net import SOAK, RestartableServer, memory_dir, size
 from tests.replication.conftest import (

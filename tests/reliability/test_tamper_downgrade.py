@@ -29,8 +29,8 @@ import pytest
 
 from sovseal import Sovseal
 from sovseal.errors import IntegrityError, KeyUnavailableError, UnknownBranchError
-from sovseal.journal import HEADER, JOURNAL_HEADER
-from sovseal.wire import WireItem
+from sovseal.storage.journal import HEADER, JOURNAL_HEADER
+from sovseal.storage.wire import WireItem
 from tests.fakes import fake_embed
 from tests.reliability._soak import scale
 
@@ -260,7 +260,7 @@ def kinds(store: Path, key: bytes) -> list[str]:
 
 
 def _decode(frame: Any) -> Any:
-    from sovseal.frames import decode
+    from sovseal.storage.frames import decode
 
     return decode(frame.body)
 

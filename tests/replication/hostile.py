@@ -41,7 +41,7 @@ from urllib.parse import parse_qs, urlsplit
 import httpx
 
 from sovseal import Sovseal
-from sovseal.crypto import project_blind_id
+from sovseal.crypto.primitives import project_blind_id
 from sovseal.replication import PullResult, ReplicationConfig
 from sovseal.server import ServerThread
 from tests.replication.conftest import open_mem

@@ -13,7 +13,7 @@ from pathlib import Path
 
 import httpx
 
-from sovseal.keys import export_key
+from sovseal.crypto.keychain import export_key
 from sovseal.replication.protocol import HEALTH_PATH
 from tests.replication.conftest import open_mem
 from tests.replication.helpers import history, snapshot_of

@@ -17,7 +17,7 @@ from pathlib import Path
 
 import pytest
 
-from sovseal.crypto import project_blind_id
+from sovseal.crypto.primitives import project_blind_id
 from sovseal.server import ServerThread
 from tests.replication.conftest import FAST, open_mem
 

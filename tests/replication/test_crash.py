@@ -17,7 +17,7 @@ import sys
 import textwrap
 from pathlib import Path
 
-from sovseal.crypto import project_blind_id
+from sovseal.crypto.primitives import project_blind_id
 from sovseal.server import ServerThread
 from tests.replication.conftest import open_mem, wait_for
 from tests.replication.helpers import server_items

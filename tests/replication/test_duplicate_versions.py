@@ -12,7 +12,7 @@ from __future__ import annotations
 from pathlib import Path
 
 from sovseal import Sovseal
-from sovseal.crypto import project_blind_id
+from sovseal.crypto.primitives import project_blind_id
 from sovseal.server import ServerThread
 from tests.replication.conftest import open_mem
 

@@ -19,7 +19,7 @@ from typing import Any
 
 import pytest
 
-from sovseal.crypto import project_blind_id
+from sovseal.crypto.primitives import project_blind_id
 from sovseal.errors import ServerMisbehaviourError
 from sovseal.server import ServerThread
 from tests.replication.conftest import FAST, open_mem

@@ -18,7 +18,7 @@ from typing import Any
 
 import pytest
 
-from sovseal.crypto import project_blind_id
+from sovseal.crypto.primitives import project_blind_id
 from sovseal.errors import ReplicationError
 from sovseal.server import ServerThread
 from tests.replication.conftest import FAST

@@ -16,11 +16,11 @@ from pathlib import Path
 import pytest
 
 from sovseal import Sovseal
-from sovseal import frames as fr
-from sovseal.crypto import project_blind_id
+from sovseal.crypto.primitives import project_blind_id
 from sovseal.errors import IntegrityError
 from sovseal.server import ServerThread
-from sovseal.wire import WireItem
+from sovseal.storage import frames as fr
+from sovseal.storage.wire import WireItem
 from tests.erasure_scan import every_file
 from tests.replication.conftest import open_mem
 from tests.replication.helpers import server_items

@@ -19,7 +19,7 @@ from pathlib import Path
 import pytest
 
 from sovseal import Sovseal
-from sovseal.crypto import project_blind_id
+from sovseal.crypto.primitives import project_blind_id
 from sovseal.errors import ReplicationError, ServerMisbehaviourError
 from sovseal.replication import ReplicationConfig
 from sovseal.server import ServerThread

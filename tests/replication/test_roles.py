@@ -20,11 +20,11 @@ import psycopg
 import pytest
 from psycopg import errors
 
-from sovseal.crypto import project_blind_id
+from sovseal.crypto.primitives import project_blind_id
 from sovseal.replication.protocol import PROJECT_HEADER, PULL_PATH, PUSH_PATH, encode_push
 from sovseal.server import ServerThread, open_storage
 from sovseal.server.schema import SCHEMA_VERSION
-from sovseal.wire import WireItem
+from sovseal.storage.wire import WireItem
 from tests.replication.conftest import drop_postgres_database, fresh_postgres_database, open_mem
 from tests.replication.helpers import history, server_items, snapshot_of
 

@@ -18,10 +18,10 @@ import httpx
 import pytest
 
 from sovseal import Sovseal
-from sovseal.crypto import project_blind_id
+from sovseal.crypto.primitives import project_blind_id
 from sovseal.replication.protocol import HEALTH_PATH, PROJECT_HEADER, PULL_PATH, PUSH_PATH, encode_push
 from sovseal.server import Limits, ServerThread
-from sovseal.wire import WireItem
+from sovseal.storage.wire import WireItem
 from tests.fakes import fake_embed
 from tests.replication.helpers import history, server_items, snapshot_of
 

@@ -10,7 +10,7 @@ from pathlib import Path
 import pytest
 
 from sovseal import Sovseal
-from sovseal.keys import export_key
+from sovseal.crypto.keychain import export_key
 from sovseal.server import ServerThread
 from tests.replication.conftest import open_mem, wait_for
 from tests.replication.test_cli import sovseal
@@ -111,7 +111,7 @@ def test_sync_that_cannot_push_says_why(tmp_path: Path, key: bytes, server: Serv
 def test_the_mcp_server_pulls_before_answering_when_sync_is_on(tmp_path: Path, key: bytes, server: ServerThread) -> None:
     import asyncio
 
-    from sovseal.mcp_server import build_server
+    from sovseal.mcp.server import build_server
 
     api = server.storage.create_api_key()
     writer = open_mem(tmp_path / "writer", key, server.url, api)

@@ -19,11 +19,11 @@ from pathlib import Path
 
 import pytest
 
-from sovseal.crypto import project_blind_id
+from sovseal.crypto.primitives import project_blind_id
 from sovseal.errors import BackpressureTimeoutError, InvalidInputError, ReplicationError
 from sovseal.replication import ReplicationConfig
 from sovseal.server import ServerThread, reserve_port
-from sovseal.wire import WireItem
+from sovseal.storage.wire import WireItem
 from tests.replication.conftest import FAST, open_mem, wait_for
 from tests.replication.helpers import history, server_items, snapshot_of
 from tests.replication.proxy import Captured, FaultProxy
@@ -259,8 +259,8 @@ def test_a_lossy_duplicating_reordering_network_still_yields_each_item_once(tmp_
 
 def _journal_items(path: Path, key: bytes) -> list[WireItem]:
     """Every replicable item of a store in journal order (a fresh copy with all acks ignored)."""
-    from sovseal import frames as fr
-    from sovseal.store import LocalStore
+    from sovseal.storage import frames as fr
+    from sovseal.storage.store import LocalStore
 
     store = LocalStore(path, key)
     try:
@@ -313,7 +313,7 @@ def test_an_item_refused_with_409_is_kept_for_the_user_and_never_retried_forever
     with FaultProxy(server.url, plan) as proxy:
         with open_mem(tmp_path / "one", key, proxy.url, api) as one:
             one.on("replication-error", errors.append)
-            from sovseal.entries import make_entry, snapshot_id
+            from sovseal.storage.entries import make_entry, snapshot_id
 
             expected = snapshot_id(make_entry("store", "user.editor", "vim").canonical(), "")  # the first record: no parent
             target.append(one._store.wire_id(expected).hex())  # refused from its first push on

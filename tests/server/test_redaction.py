@@ -27,11 +27,11 @@ import pytest
 from psycopg import errors
 
 from sovseal import Sovseal
-from sovseal.frames import MAX_ERASED, REDACTED
 from sovseal.replication.protocol import PROJECT_HEADER, PUSH_PATH, encode_push
 from sovseal.server import Limits, ServerThread
 from sovseal.server.validate import MAX_ERASED_PER_PUSH, TooManyItems, parse_push
-from sovseal.wire import WireItem
+from sovseal.storage.frames import MAX_ERASED, REDACTED
+from sovseal.storage.wire import WireItem
 from tests.fakes import fake_embed
 from tests.replication.conftest import database, postgres_url, wait_for  # noqa: F401 - the fixtures, shared with tests/replication
 from tests.replication.helpers import server_items
@@ -368,7 +368,7 @@ def test_a_purge_on_one_device_reaches_the_server_and_a_device_restored_afterwar
     """Device one stores a secret and replicates it, device two pulls it; one purges it. The server
     then holds only skeletons, two erases it on its next pull, and a device restored afterwards never
     sees it. Nothing of the secret's sealed item is left in the server's database."""
-    from sovseal.crypto import project_blind_id
+    from sovseal.crypto.primitives import project_blind_id
     from tests.replication.conftest import open_mem
 
     project = project_blind_id("default", key)
@@ -463,10 +463,10 @@ def test_a_key_rotation_retires_the_old_project_and_replicates_to_a_new_one(
     store replicates whole to the new key's project (with its own API key) and a device restored
     there sees everything; device two, still on the old key, erases what it holds on its next pull
     and is told how to move."""
-    from sovseal import ops
-    from sovseal.crypto import project_blind_id
+    from sovseal.crypto.keychain import export_key
+    from sovseal.crypto.primitives import project_blind_id
     from sovseal.errors import KeyRotatedError
-    from sovseal.keys import export_key
+    from sovseal.sdk import ops
     from tests.replication.conftest import open_mem
 
     old_project, new_key = project_blind_id("default", key), os.urandom(32)

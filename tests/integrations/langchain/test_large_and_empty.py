@@ -18,9 +18,9 @@ from langchain_sovseal import SovsealByteStore, SovsealChatMessageHistory, Sovse
 
 from sovseal import Sovseal
 from sovseal.canonical import canonicalize
-from sovseal.entries import MAX_ENTRY_BYTES
 from sovseal.errors import CanonicalizationError, IntegrityError, PayloadTooLargeError
 from sovseal.integration import parts as _parts
+from sovseal.storage.entries import MAX_ENTRY_BYTES
 from tests.fakes import fake_embed
 
 FAKE = DeterministicFakeEmbedding(size=16)

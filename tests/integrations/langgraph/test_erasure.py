@@ -41,7 +41,7 @@ def _run(app: Any, thread: str, first: str, turns: int) -> None:
 
 def _sealed(saver: SovsealSaver, thread: str) -> list[bytes]:
     """The sealed bytes of every record the thread has (any version, any branch)."""
-    from sovseal import frames as fr
+    from sovseal.storage import frames as fr
 
     store = saver.sovseal._store
     prefixes = tuple(thread_prefixes(thread))

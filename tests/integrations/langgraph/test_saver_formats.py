@@ -25,8 +25,8 @@ from langgraph.checkpoint.sovseal._layout import checkpoint_path, live_branch, p
 
 from sovseal import Sovseal
 from sovseal.canonical import canonicalize
-from sovseal.entries import MAX_ENTRY_BYTES
 from sovseal.errors import IntegrityError
+from sovseal.storage.entries import MAX_ENTRY_BYTES
 from tests.integrations.langgraph.checkpoints import put
 
 

@@ -21,8 +21,8 @@ from concurrent.futures import ThreadPoolExecutor
 from datetime import UTC, datetime
 from typing import TYPE_CHECKING, Any, TypeVar
 
-from .entries import Entry, make_entry, memory_text
-from .errors import (
+from sovseal.crypto.keychain import coerce_key, load_master_key
+from sovseal.errors import (
     EmbedderMismatchError,
     IntegrityError,
     InvalidInputError,
@@ -33,28 +33,28 @@ from .errors import (
     UnknownBranchError,
     UnknownPathError,
 )
-from .frames import Op
-from .keys import coerce_key, load_master_key
-from .models import Conflict, LogEntry, Memory, PurgeResult, Status, StoreResult, VerifyReport, Version
-from .paths import store_dir, store_exists
-from .replication import DEFAULT_MAX_OUTBOX_BYTES, ReplicatedStatus, ReplicationConfig
-from .replication import start as start_replication
-from .replication.periodic import ENV_SYNC_INTERVAL, PeriodicPull
-from .store import CHECKPOINT_ON_CLOSE, DEFAULT_BRANCH, Appended, LocalStore, Opened
-from .wire import WireItem
+from sovseal.models import Conflict, LogEntry, Memory, PurgeResult, Status, StoreResult, VerifyReport, Version
+from sovseal.paths import store_dir, store_exists
+from sovseal.replication import DEFAULT_MAX_OUTBOX_BYTES, ReplicatedStatus, ReplicationConfig
+from sovseal.replication import start as start_replication
+from sovseal.replication.periodic import ENV_SYNC_INTERVAL, PeriodicPull
+from sovseal.storage.entries import Entry, make_entry, memory_text
+from sovseal.storage.frames import Op
+from sovseal.storage.store import CHECKPOINT_ON_CLOSE, DEFAULT_BRANCH, Appended, LocalStore, Opened
+from sovseal.storage.wire import WireItem
 
 if TYPE_CHECKING:  # numpy, the index (pyarrow, LanceDB) and recall load on first use: reads need none of them
     from pathlib import Path
 
     import numpy as np
 
-    from .compaction import CompactionReport
-    from .index import VectorIndex
-    from .lineage import Lineage
-    from .recall import RecallEngine, RecallParams
-    from .recall.filters import Filter
-    from .replication.restore import PullResult
-    from .replication.worker import Replicator
+    from sovseal.recall import RecallEngine, RecallParams
+    from sovseal.recall.filters import Filter
+    from sovseal.recall.vector_index import VectorIndex
+    from sovseal.replication.restore import PullResult
+    from sovseal.replication.worker import Replicator
+    from sovseal.storage.compaction import CompactionReport
+    from sovseal.storage.lineage import Lineage
 
 EmbedFn = Callable[[Sequence[str]], Any]
 EVENTS = ("replication-error", "replicated", "conflict")
@@ -323,7 +323,7 @@ class Sovseal:
         if shared.embedder is None:
             with shared.lock:
                 if shared.embedder is None:
-                    from .embed import Embedder
+                    from sovseal.embed import Embedder
 
                     shared.embedder = Embedder()
         return shared.embedder
@@ -354,7 +354,7 @@ class Sovseal:
             raise shared.mismatch
         if dim is None:
             dim = int(self._embed(["dimension probe"]).shape[1])  # outside the lock: it may load the model
-        from .embed.fingerprint import fingerprint_of
+        from sovseal.embed.fingerprint import fingerprint_of
 
         current = fingerprint_of(self._embed_fn(), dim)  # outside the lock: the built-in model loads first
         with shared.lock:
@@ -368,8 +368,8 @@ class Sovseal:
     def _open_index(self, current: dict[str, Any], dim: int) -> None:
         """Check ``current`` against ``index/model.json`` (recording it if there is none), then open
         the index, or set ``mismatch``. The caller holds the shared lock."""
-        from .embed.fingerprint import describe, same_model
-        from .index import VectorIndex, remove_discarded
+        from sovseal.embed.fingerprint import describe, same_model
+        from sovseal.recall.vector_index import VectorIndex, remove_discarded
 
         directory = self.path / "index"
         recorded, unreadable = self._recorded_model(directory, current)
@@ -381,7 +381,7 @@ class Sovseal:
                 "Reads work, and new memories are still stored (the rebuild embeds them). "
                 "To switch the store to the current model, run `sovseal rebuild-index` with the same SOVSEAL_MODEL_DIR "
                 "(it re-embeds every memory, with a progress bar, and records the model); "
-                "from Python, sovseal.ops.rebuild_index(path, embedder=...) does the same for any embedder. "
+                "from Python, sovseal.sdk.ops.rebuild_index(path, embedder=...) does the same for any embedder. "
                 "To keep the old model, open the store with it again (the same SOVSEAL_MODEL_DIR or embedder)",
                 recorded=recorded,
                 current=current,
@@ -395,9 +395,9 @@ class Sovseal:
         """(the fingerprint ``index/model.json`` records, why it is unreadable). Without one (a new
         index, or one made before fingerprints were recorded), ``current`` is recorded and
         adopted; a read-only store adopts it without writing."""
-        from .durable import atomic_write, make_dirs
-        from .embed.fingerprint import RECORD, decode_record, encode_record
-        from .filelock import WriterLock
+        from sovseal.durable import atomic_write, make_dirs
+        from sovseal.embed.fingerprint import RECORD, decode_record, encode_record
+        from sovseal.filelock import WriterLock
 
         path = directory / RECORD
         if self._store.read_only:
@@ -724,7 +724,7 @@ class Sovseal:
         self._check_open()
         if not isinstance(prefix, str):
             raise InvalidInputError(f"prefix must be a string, got {type(prefix).__name__}")
-        from .recall import parse_filter
+        from sovseal.recall import parse_filter
 
         tree = parse_filter({"path_prefix": prefix}) if prefix else None
         return [path for _, path in self._recall_engine().select(self._branch_arg(branch), tree)]
@@ -741,7 +741,7 @@ class Sovseal:
         self._check_open()
         if limit is not None and (not isinstance(limit, int) or isinstance(limit, bool) or limit < 0):
             raise InvalidInputError(f"limit must be a non-negative integer or None; got {limit!r}")
-        from .recall import parse_filter
+        from sovseal.recall import parse_filter
 
         tree, name, engine = parse_filter(filter), self._branch_arg(branch), self._recall_engine()
         engine.wait_ready()  # before the store's lock: the catalog loads under it
@@ -763,7 +763,7 @@ class Sovseal:
         """The memories linked to ``path`` by consolidation's graph pass (``sovseal.consolidate``),
         as ``Related(memory, relation, direction)``: how recall follows the graph's edges."""
         self._check_open()
-        from .consolidate.graph import related
+        from sovseal.consolidate.graph import related
 
         return related(self, path, relation=relation)
 
@@ -879,7 +879,7 @@ class Sovseal:
         """Check what recall and recall_by_vector share; an unknown branch fails before any embedding."""
         if not isinstance(k, int) or isinstance(k, bool) or not 1 <= k <= MAX_RECALL_K:
             raise InvalidInputError(f"k must be an integer from 1 to {MAX_RECALL_K}; got {k!r}")
-        from .recall import parse_filter
+        from sovseal.recall import parse_filter
 
         tree = parse_filter(filter)
         branch = self._branch_arg(branch)
@@ -894,7 +894,7 @@ class Sovseal:
 
     @recall_params.setter
     def recall_params(self, params: RecallParams) -> None:
-        from .recall import RecallParams
+        from sovseal.recall import RecallParams
 
         if not isinstance(params, RecallParams):
             raise InvalidInputError(f"recall_params must be a sovseal.recall.RecallParams, got {type(params).__name__}")
@@ -906,7 +906,7 @@ class Sovseal:
         if shared.recaller is None:
             with shared.lock:
                 if shared.recaller is None:
-                    from .recall import RecallEngine
+                    from sovseal.recall import RecallEngine
 
                     shared.recaller = RecallEngine(self._store, self._embed, self._vector_index, forget_vectors=self._forget_vectors)
         return shared.recaller
@@ -1009,14 +1009,14 @@ class Sovseal:
             return len(lineage.erased)
 
     def compact(self) -> CompactionReport:
-        """Rewrite the journal without erased content, and drop what else held it (sovseal.compaction).
+        """Rewrite the journal without erased content, and drop what else held it (sovseal.storage.compaction).
 
         Other processes keep reading and writing meanwhile; they wait for the writer lock only while
         the new journal takes the old one's place. With nothing erased left in the journal, nothing
         is rewritten.
         """
         self._check_open()
-        from .compaction import compact
+        from sovseal.storage.compaction import compact
 
         report = compact(self._store)
         if report.seconds == 0.0:  # nothing was rewritten
@@ -1036,7 +1036,7 @@ class Sovseal:
             index.forget(nodes)
 
     def _compaction_due(self) -> bool:
-        from .compaction import due
+        from sovseal.storage.compaction import due
 
         return due(self._store)
 
@@ -1054,11 +1054,11 @@ class Sovseal:
             index.erase(erased)
             if not index.retired():
                 return  # else the directory was rebuilt under it: erase them from that index too, below
-        from .embed.fingerprint import RECORD, decode_record
+        from sovseal.embed.fingerprint import RECORD, decode_record
 
         directory = self.path / "index"
         if (directory / RECORD).exists():  # the vectors on disk go whatever model made them; no model is loaded for it
-            from .index import VectorIndex
+            from sovseal.recall.vector_index import VectorIndex
 
             other = VectorIndex(directory, int(decode_record((directory / RECORD).read_bytes())["dim"]), owner=self._store.store_uuid)
             try:
@@ -1101,7 +1101,7 @@ class Sovseal:
     def export_items(self) -> list[WireItem]:
         """Every replicable item of this store, oldest first: what a backup or a new device needs.
 
-        Items carry only ciphertext and keyed ids (see :mod:`sovseal.wire`); :meth:`import_items`
+        Items carry only ciphertext and keyed ids (see :mod:`sovseal.storage.wire`); :meth:`import_items`
         on a store with the same key replays them.
         """
         self._check_open()

@@ -1,7 +1,7 @@
 """The ``sovseal`` command line: a thin shell over the same ``Sovseal`` API the library exposes.
 
 Commands parse arguments and render results; what they do lives in the SDK and in
-:mod:`sovseal.ops` (shared with the MCP server), so there is no logic that exists only here.
+:mod:`sovseal.sdk.ops` (shared with the MCP server), so there is no logic that exists only here.
 Human output is plain lines that never wrap (``rich`` draws only the recall table, ``mind`` and
 progress bars), with short snapshot ids; ``--json`` prints machine-readable JSON on stdout instead, ids in
 full. Progress bars and notes go to stderr, so stdout stays clean for pipes. Every
@@ -32,9 +32,7 @@ from typing import TYPE_CHECKING, Any, NoReturn, TypeVar
 
 import click
 
-from . import ops
-from .entries import MEMORY_TYPES, PROVENANCES
-from .errors import (
+from sovseal.errors import (
     BackpressureTimeoutError,
     IntegrityError,
     InvalidInputError,
@@ -47,12 +45,14 @@ from .errors import (
     UnknownPathError,
     UnknownSnapshotError,
 )
-from .paths import store_dir
+from sovseal.paths import store_dir
+from sovseal.sdk import ops
+from sovseal.storage.entries import MEMORY_TYPES, PROVENANCES
 
 if TYPE_CHECKING:  # the store and the keychain load when a command opens one, so `--help` is quick
-    from .client import EmbedFn, Sovseal
-    from .models import Memory
-    from .replication.status import ReplicationStatus
+    from sovseal.models import Memory
+    from sovseal.replication.status import ReplicationStatus
+    from sovseal.sdk.client import EmbedFn, Sovseal
 
 F = TypeVar("F", bound=Callable[..., Any])
 
@@ -101,7 +101,7 @@ def _one_line(text: str) -> str:
 # what they say happened and replaces their advice with the commands and options that do it here.
 
 #: A clause of a core message that advises a Python caller: a method call (``verify()``), a keyword
-#: argument (``key=``), a module path (``sovseal.keys.store_master_key``), or "pass" the key.
+#: argument (``key=``), a module path (``sovseal.crypto.keychain.store_master_key``), or "pass" the key.
 _SDK_ADVICE = re.compile(r"\w\(\)|\b[a-z_]+=|\bsovseal\.\w+\.\w+|^Pass the store's own key\b")
 #: Python advice inside a clause that has a CLI equivalent, rewritten before clauses are dropped.
 _SDK_REWRITES = ((re.compile(r"\bpass api_key=\.\.\. or set "), "set "),)
@@ -152,7 +152,7 @@ class _KeyOrigin:
             if kind == "file":
                 return f"the key came from the key file {where}: restore the store's own key file from a backup, or {_PASS_KEY}"
             return f"the key came from the OS keychain ({self.backend}): {_PASS_KEY}"
-        from .keys import FALLBACK_ENV, key_file_path
+        from sovseal.crypto.keychain import FALLBACK_ENV, key_file_path
 
         fallback_on = os.environ.get(FALLBACK_ENV, "").strip().lower() == "file"
         if not fallback_on and key_file_path(self.directory).exists():
@@ -466,7 +466,7 @@ def _model_loading() -> Iterator[EmbedFn | None]:
         return
     import threading
 
-    from .embed import Embedder
+    from sovseal.embed import Embedder
 
     embedder = Embedder()
     loader = threading.Thread(target=_load_quietly, args=(embedder,), name="sovseal-model", daemon=True)
@@ -1043,7 +1043,7 @@ def _memory_table(memories: list[Any], *, scores: bool) -> Any:
 
 def _check_filter(filter_: dict[str, Any] | None) -> None:
     """Refuse a malformed ``--filter`` (exit 2) before the model starts loading for nothing."""
-    from .recall.filters import parse
+    from sovseal.recall.filters import parse
 
     parse(filter_)
 
@@ -1361,7 +1361,7 @@ def _export_target(file: str, force: bool) -> Path:
 def _replacing(target: Path) -> Iterator[Any]:
     """A new file beside ``target`` that replaces it only once fully written and fsynced: a failed
     or interrupted export leaves the old backup as it was, and no temporary file behind."""
-    from .durable import fsync_dir, fsync_fd
+    from sovseal.durable import fsync_dir, fsync_fd
 
     fd, tmp = tempfile.mkstemp(dir=target.parent, prefix=f".{target.name}.", suffix=".tmp")
     try:
@@ -1460,7 +1460,7 @@ def key_export(path: str | None) -> None:
     \b
       sovseal key export > sovseal-key.txt && chmod 600 sovseal-key.txt
     """
-    from .keys import export_key
+    from sovseal.crypto.keychain import export_key
 
     directory = store_dir(path or None)
     master, origin = _store_key(directory, None)
@@ -1480,8 +1480,8 @@ def key_import(exported: str, path: str | None) -> None:
     \b
       sovseal key import --path /new/home < sovseal-key.txt
     """
-    from .client import Sovseal
-    from .keys import import_key, store_master_key
+    from sovseal.crypto.keychain import import_key, store_master_key
+    from sovseal.sdk.client import Sovseal
 
     directory = store_dir(path or None)
     if exported == "-":
@@ -1495,7 +1495,7 @@ def key_import(exported: str, path: str | None) -> None:
             raise KeyUnavailableError(_cli_message(exc, advice)) from None
     click.get_current_context().meta[_ORIGIN] = _KeyOrigin(directory, None, create=True)  # for errors saving it
     backend = store_master_key(directory, master)
-    from .crypto import derive_subkeys
+    from sovseal.crypto.primitives import derive_subkeys
 
     click.echo(f"imported key {derive_subkeys(master).key_id} for {directory} into {backend}")
 
@@ -1529,7 +1529,7 @@ def key_rotate(path: str | None, key_file: str | None, new_key_file: str | None,
       sovseal key export > old-key.txt     # for the backups made so far
       sovseal key rotate && sovseal key export > sovseal-key.txt && sovseal export backup.sovseal --force
     """
-    from .keys import import_key
+    from sovseal.crypto.keychain import import_key
 
     directory = store_dir(path or None)
     if retire_only:
@@ -1584,8 +1584,8 @@ def _refuse_the_current_key(directory: Path, key_text: str | None, new_key: byte
     was being promoted, and just finishes it: given on purpose, the same key would be reported as a
     rotation. While a rotation is unfinished (a staged key), rotate_key is left to decide.
     """
-    from .crypto import derive_subkeys
-    from .keys import staged_key
+    from sovseal.crypto.keychain import staged_key
+    from sovseal.crypto.primitives import derive_subkeys
 
     if not ops.store_exists(directory):
         raise ops.StoreNotFoundError.at(directory)
@@ -1699,7 +1699,7 @@ def consolidate(
     """
     if ctx.invoked_subcommand is not None:
         return
-    from .consolidate import consolidate as run_passes
+    from sovseal.consolidate import consolidate as run_passes
 
     model = _guard_model(_load_model(model_spec)) if model_spec else None
     with _open(path, branch, key_file) as (mem, _):
@@ -1718,7 +1718,7 @@ def consolidate(
 @json_option
 def consolidate_runs(path: str | None, branch: str, key_file: str | None, as_json: bool) -> None:
     """List every consolidation run (oldest first) with its status, HEAD before and after, and counts."""
-    from .consolidate import runs
+    from sovseal.consolidate import runs
 
     with _open(path, branch, key_file) as (mem, _):
         found = runs(mem)
@@ -1742,7 +1742,7 @@ def consolidate_rollback(run_id: str, path: str | None, branch: str, key_file: s
     before the run. Paths written again since (by you, an agent or a later run) are kept and listed
     as conflicts. Nothing is rewritten; `sovseal rollback HEAD_BEFORE` (see `runs`) moves HEAD instead.
     """
-    from .consolidate import rollback_run
+    from sovseal.consolidate import rollback_run
 
     with _open(path, branch, key_file) as (mem, _):
         report = rollback_run(mem, run_id)
@@ -1773,7 +1773,7 @@ def mcp(path: str | None, branch: str, key_file: str | None) -> None:
     \b
       {"mcpServers": {"sovseal": {"command": "sovseal", "args": ["mcp"]}}}
     """
-    from .mcp_server import serve_stdio
+    from sovseal.mcp.server import serve_stdio
 
     if key_file == STDIN:
         raise InvalidInputError("mcp speaks to its client on stdin, so --key-file cannot be `-`: pass a file, or SOVSEAL_KEY")
@@ -1828,7 +1828,7 @@ def _head(mem: Sovseal) -> str:
 
 def _tour(directory: Path) -> bool:
     """The demo's script on a store at ``directory``: True when every check it prints passed."""
-    from .client import Sovseal
+    from sovseal.sdk.client import Sovseal
 
     key = os.urandom(32)  # a real app keeps its key in the OS keychain; the demo uses a throwaway one
     say = click.echo
@@ -1967,8 +1967,8 @@ def serve(
       SOVSEAL_SERVER_READER_URL=postgresql://sovseal_reader@db/sovseal \\
       sovseal serve --database postgresql://owner@db/sovseal --host 0.0.0.0
     """
-    from .server import Limits, open_storage
-    from .server import serve as run_server
+    from sovseal.server import Limits, open_storage
+    from sovseal.server import serve as run_server
 
     if project is not None and not (len(project) == 64 and all(c in "0123456789abcdef" for c in project)):
         raise InvalidInputError("--project must be a server-blind project id: 64 lowercase hex digits")
@@ -2062,7 +2062,7 @@ def restore(path: str | None, key_file: str | None, endpoint: str, api_key: str,
     The store's key must be the source's: pass --key-file (or SOVSEAL_KEY), or import it first
     with `sovseal key import`. Pulling again later fetches only what is new.
     """
-    from .client import Sovseal
+    from sovseal.sdk.client import Sovseal
 
     _warn_inline("api_key", "the API key given with --api-key", "set SOVSEAL_API_KEY instead")
     directory = store_dir(path or None)

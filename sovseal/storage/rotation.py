@@ -16,14 +16,15 @@ import time
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
+from sovseal.canonical import canonicalize, loads
+from sovseal.crypto.primitives import record_fields_aad
+from sovseal.crypto.sealing import Sealing
+from sovseal.errors import IntegrityError, StorageError
+
 from . import frames as fr
-from .canonical import canonicalize, loads
 from .compaction import compact
-from .crypto import record_fields_aad
 from .entries import Entry
-from .errors import IntegrityError, StorageError
 from .journal import Journal, JournalWriter, ScannedFrame
-from .sealing import Sealing
 from .wire import WireItem
 
 if TYPE_CHECKING:

@@ -28,9 +28,10 @@ import uuid
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from sovseal.crypto import KEY_SIZE
 from sovseal.durable import fsync_dir, fsync_fd
 from sovseal.errors import InvalidInputError, KeyUnavailableError
+
+from .primitives import KEY_SIZE
 
 if TYPE_CHECKING:  # keyring loads when a key is looked up: one given as --key-file or SOVSEAL_KEY never needs it
     import keyring.backend
@@ -262,7 +263,7 @@ def _keychain_get(backend: keyring.backend.KeyringBackend, username: str) -> byt
     except InvalidInputError:
         raise KeyUnavailableError(
             f"the key stored in {_describe(backend)} for sovseal store {username} is corrupt; "
-            "re-import it from an export with sovseal.keys.store_master_key"
+            "re-import it from an export with sovseal.crypto.keychain.store_master_key"
         ) from None
 
 
@@ -323,7 +324,7 @@ def _read_key_file(path: Path) -> bytes:
         return import_key(text)
     except InvalidInputError:
         raise KeyUnavailableError(
-            f"the key file {path} is corrupt; restore it from a backup or an export (sovseal.keys.store_master_key)"
+            f"the key file {path} is corrupt; restore it from a backup or an export (sovseal.crypto.keychain.store_master_key)"
         ) from None
 
 
@@ -404,7 +405,7 @@ def _find_key(store_dir: Path, keychain: keyring.backend.KeyringBackend | None) 
         raise KeyUnavailableError(
             f"this store's key is in the key file {key_file}, but the file fallback is off; set "
             f"{FALLBACK_ENV}=file to use it, or import the key into an OS keychain "
-            "(sovseal.keys.store_master_key)"
+            "(sovseal.crypto.keychain.store_master_key)"
         )
     return _read_key_file(key_file), f"file:{key_file}"
 

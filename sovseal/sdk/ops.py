@@ -24,7 +24,7 @@ from datetime import datetime
 from pathlib import Path
 from typing import IO, TYPE_CHECKING, Any
 
-from .errors import (
+from sovseal.errors import (
     IntegrityError,
     InvalidInputError,
     KeyUnavailableError,
@@ -32,8 +32,8 @@ from .errors import (
     SovsealError,
     UnknownSnapshotError,
 )
-from .models import Memory
-from .paths import ENV_HOME, store_dir, store_exists
+from sovseal.models import Memory
+from sovseal.paths import ENV_HOME, store_dir, store_exists
 
 if TYPE_CHECKING:  # the store, the keychain and the ciphers load when used: `sovseal --help` needs none
     from .client import EmbedFn, Sovseal
@@ -108,10 +108,10 @@ def resolve_key(path: Path, *, key_text: str | None = None, create: bool = False
     """The store's master key and where it came from.
 
     Order: ``key_text`` (an exported key, e.g. read from ``--key-file``), then ``$SOVSEAL_KEY``, then
-    the OS keychain or the key file (:func:`sovseal.keys.load_master_key`). A key is created only
+    the OS keychain or the key file (:func:`sovseal.crypto.keychain.load_master_key`). A key is created only
     with ``create``: opening an existing store never makes a new key, which would not open it.
     """
-    from .keys import import_key, load_master_key
+    from sovseal.crypto.keychain import import_key, load_master_key
 
     if key_text is not None:
         return import_key(key_text), "explicit"
@@ -424,7 +424,7 @@ def rebuild_index(
             )
         names = mem.branches()
         directory = mem.path
-    from .index import discard_index
+    from sovseal.recall.vector_index import discard_index
 
     discard_index(directory / "index")
     mem, _ = open_store(directory, key_text=key_text, embedder=embedder)
@@ -461,7 +461,7 @@ class BackupInfo:
 
 
 def _backup_key(master: bytes, salt: bytes) -> bytes:
-    from .crypto import hkdf_sha256
+    from sovseal.crypto.primitives import hkdf_sha256
 
     return hkdf_sha256(master, salt=salt, info=_BACKUP_INFO, length=32)
 
@@ -478,7 +478,7 @@ def _wire_items(mem: Sovseal) -> tuple[list[Any], int]:
     SDK gap: reads the journal through the store's private handle. An SDK ``export_items()`` (the
     same items the replication worker sends, but all of them, acknowledged or not) replaces this.
     """
-    from . import frames as fr
+    from sovseal.storage import frames as fr
 
     store = mem._store  # see the SDK gap above
     items: list[Any] = []
@@ -507,7 +507,7 @@ def export_backup(mem: Sovseal, master: bytes, dest: IO[bytes], *, progress: Pro
     or truncated unnoticed. Only the key id, the item count and the creation time are in the clear.
     Restoring needs the same master key (``sovseal key export`` / ``key import``).
     """
-    from .crypto import aead_encrypt, derive_subkeys
+    from sovseal.crypto.primitives import aead_encrypt, derive_subkeys
 
     key_id = derive_subkeys(master).key_id
     if key_id != mem.status().key_id:
@@ -576,8 +576,8 @@ def import_backup(mem: Sovseal, master: bytes, src: IO[bytes], *, progress: Prog
     is then brought up to date for every branch.
 
     """
-    from .crypto import aead_decrypt, derive_subkeys
-    from .wire import WireItem
+    from sovseal.crypto.primitives import aead_decrypt, derive_subkeys
+    from sovseal.storage.wire import WireItem
 
     header, aad = read_backup_header(src)
     key_id = derive_subkeys(master).key_id
@@ -637,7 +637,7 @@ def import_backup(mem: Sovseal, master: bytes, src: IO[bytes], *, progress: Prog
 
 
 def _last_chunk(file_key: bytes, index: int, sealed: bytes, aad: bytes) -> bytes:
-    from .crypto import aead_decrypt
+    from sovseal.crypto.primitives import aead_decrypt
 
     try:
         return aead_decrypt(file_key, _nonce(index, True), sealed, aad)
@@ -686,12 +686,12 @@ def rotate_key(
     retirement waits in ``rotation/retire.json`` (:func:`retire_old_project` sends it later). The new
     key's replica goes to a new server project, which needs its own API key.
     """
-    from .crypto import project_blind_id
-    from .errors import KeyUnavailableError
-    from .keys import promote_staged_key, stage_next_key, staged_key
-    from .replication.config import resolve_target
-    from .rotation import retirement, rotate
-    from .store import LocalStore
+    from sovseal.crypto.keychain import promote_staged_key, stage_next_key, staged_key
+    from sovseal.crypto.primitives import project_blind_id
+    from sovseal.errors import KeyUnavailableError
+    from sovseal.replication.config import resolve_target
+    from sovseal.storage.rotation import retirement, rotate
+    from sovseal.storage.store import LocalStore
 
     directory = store_dir(path)
     if not store_exists(directory):
@@ -719,7 +719,7 @@ def rotate_key(
         report = None
     else:
         try:
-            from .sealing import Sealing
+            from sovseal.crypto.sealing import Sealing
 
             if target is not None and not (directory / RETIRE_FILE).exists():
                 items = retirement(store, Sealing(new).key_id)
@@ -735,7 +735,7 @@ def rotate_key(
         verified = mem.verify()
         records = verified.records
     retired = retire_old_project(directory, api_key=target.api_key) if target is not None else None
-    from .sealing import Sealing
+    from sovseal.crypto.sealing import Sealing
 
     new_id = Sealing(new).key_id
     return RotationResult(
@@ -751,7 +751,7 @@ def rotate_key(
 
 
 def _write_retirement(directory: Path, endpoint: str, project_blind: str, items: list[Any]) -> None:
-    from .durable import atomic_write, make_dirs
+    from sovseal.durable import atomic_write, make_dirs
 
     make_dirs(directory / RETIRE_FILE.parent)
     data = {"endpoint": endpoint, "project": project_blind, "items": [item.to_json() for item in items]}
@@ -764,10 +764,10 @@ def retire_old_project(path: str | os.PathLike[str] | None = None, *, api_key: s
     The items are redactions sealed under the old key (ciphertext and keyed ids only); the API key is
     the one bound to the old project (default ``$SOVSEAL_API_KEY``).
     """
-    from .replication.config import API_KEY_ENV, ReplicationConfig, Target
-    from .replication.http import Transport
-    from .replication.protocol import encode_push
-    from .wire import WireItem
+    from sovseal.replication.config import API_KEY_ENV, ReplicationConfig, Target
+    from sovseal.replication.http import Transport
+    from sovseal.replication.protocol import encode_push
+    from sovseal.storage.wire import WireItem
 
     directory = store_dir(path)
     pending = directory / RETIRE_FILE

@@ -12,7 +12,8 @@ import base64
 from dataclasses import dataclass
 from typing import Any, Literal
 
-from .errors import InvalidInputError
+from sovseal.errors import InvalidInputError
+
 from .frames import MAX_ERASED, Flag
 
 ItemKind = Literal["record", "branch", "reinforce", "redaction"]

@@ -6,8 +6,8 @@ import hashlib
 from dataclasses import dataclass, field
 from typing import Any, Literal
 
-from .canonical import canonicalize, loads
-from .errors import IntegrityError, InvalidInputError, PayloadTooLargeError
+from sovseal.canonical import canonicalize, loads
+from sovseal.errors import IntegrityError, InvalidInputError, PayloadTooLargeError
 
 MemoryType = Literal["episodic", "semantic", "procedural"]
 Provenance = Literal["explicit", "observed"]

@@ -1,7 +1,7 @@
 """The local store: journal + lineage + sealing + the cross-process writer lock.
 
 This is the engine's durable half. It knows keys, frames and branches; it does not embed,
-index or rank (that is :mod:`sovseal.client` and :mod:`sovseal.index`). Every public method
+index or rank (that is :mod:`sovseal.sdk.client` and :mod:`sovseal.recall.vector_index`). Every public method
 either reads under the in-process mutex (never the file lock: readers do not block on a writer
 in another process) or writes under both, re-reading the journal's tail first so that several
 processes appending to one store form one chain per branch.
@@ -26,12 +26,11 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from . import frames as fr
-from .canonical import canonicalize, loads
-from .crypto import record_fields_aad
-from .durable import atomic_write, fsync_dir, make_dirs
-from .entries import Entry, snapshot_id
-from .errors import (
+from sovseal.canonical import canonicalize, loads
+from sovseal.crypto.primitives import record_fields_aad
+from sovseal.crypto.sealing import Sealing
+from sovseal.durable import atomic_write, fsync_dir, make_dirs
+from sovseal.errors import (
     ErasedError,
     HeadMovedError,
     IntegrityError,
@@ -42,10 +41,12 @@ from .errors import (
     UnknownBranchError,
     UnknownSnapshotError,
 )
-from .filelock import Exclusive, WriterLock
+from sovseal.filelock import Exclusive, WriterLock
+
+from . import frames as fr
+from .entries import Entry, snapshot_id
 from .journal import FORMAT, HEADER, JOURNAL_HEADER, Journal, JournalHeaderError, JournalWriter, Order
 from .lineage import Branch, Damage, Lineage, Node, kind_name
-from .sealing import Sealing
 from .wire import WireItem
 
 STORE_FORMAT = 1
@@ -56,7 +57,7 @@ _JOURNAL = "journal.log"
 _LOCK = "LOCK"
 _META = "store.json"
 _MIGRATING = "journal.migrating"
-_COMPACTING = "journal.compacting"  # + ".<pid>.<token>.tmp": sovseal.compaction's new journal
+_COMPACTING = "journal.compacting"  # + ".<pid>.<token>.tmp": sovseal.storage.compaction's new journal
 CHECKPOINT = Path("state") / "checkpoint"
 #: What the checkpoint's arrays are (lineage, catalog, keyword index); raised when they change, so
 #: a checkpoint written by another version is replaced, never misread.
@@ -381,7 +382,7 @@ class LocalStore:
         if not self.read_only:
             _remove_stale(self.directory / CHECKPOINT)
             _remove_stale(self.directory / _COMPACTING)
-            _remove_stale(self.directory / "journal.rotating")  # sovseal.rotation's new journal
+            _remove_stale(self.directory / "journal.rotating")  # sovseal.storage.rotation's new journal
         if not (self.directory / CHECKPOINT).is_file():
             return  # a small store has none: nothing heavy (numpy) is imported to find that out
         from . import checkpoint as cp
@@ -626,7 +627,7 @@ class LocalStore:
         self.sealing.sync.observe(self._lineage.sync_seals)
         self.sealing.rest.observe(self._lineage.rest_seals)
 
-    # -- identifiers (keyed: see sovseal.sealing) ----------------------------------------
+    # -- identifiers (keyed: see sovseal.crypto.sealing) ----------------------------------------
 
     def wire_id(self, sid: str) -> bytes:
         return self.sealing.wire_id(sid)
@@ -956,7 +957,7 @@ class LocalStore:
             idx = self.resolve(sid)
             self._append([self._branch_frame(fr.BranchReason.ROLLBACK, name, idx)])
 
-    # -- the journal file, for compaction (sovseal.compaction) -------------------------------
+    # -- the journal file, for compaction (sovseal.storage.compaction) -------------------------------
 
     @property
     def journal_path(self) -> Path:
@@ -1065,7 +1066,7 @@ class LocalStore:
         ``select(lineage)`` names the nodes, under the writer lock after catching up (so what another
         process acknowledged before is included). Returns the snapshot ids erased ([] when every one
         was already) and whether ``select`` named any node at all. The content stays in the journal
-        until :func:`sovseal.compaction.compact`.
+        until :func:`sovseal.storage.compaction.compact`.
         """
         with self._writing():
             lineage = self._lineage
@@ -1322,7 +1323,7 @@ class LocalStore:
         erased = tuple((bytes.fromhex(wire), seal) for wire, seal in item.erased)
         frame = fr.RedactionFrame(hlc, erased, item.sealed, int(flags))
         body = self._open_redaction_body(frame)
-        if "rotated_to" in body:  # another device moved the store to a new key (sovseal.rotation.retirement)
+        if "rotated_to" in body:  # another device moved the store to a new key (sovseal.storage.rotation.retirement)
             self.rotated_to = str(body["rotated_to"])
         lineage = self._lineage
         if any(wire not in lineage.by_wire for wire, _ in erased):

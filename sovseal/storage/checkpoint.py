@@ -6,7 +6,7 @@ AAD of every sealed chunk, then one sealed byte stream cut into 16 MiB chunks, e
 AES-256-GCM under ``HKDF(k_rest, salt, "sovseal checkpoint v1")`` with its chunk number as the
 nonce. A fresh random salt per checkpoint means a fresh key, so nonces never repeat and the
 journal's sealing budget is not spent. The stream holds the arrays' layout (names, types,
-shapes), then the arrays, then zeros up to a Padmé length (sovseal.crypto.padme): the clear part
+shapes), then the arrays, then zeros up to a Padmé length (sovseal.crypto.primitives.padme): the clear part
 tells only what fitting the journal needs, and the file's size no more than the padded journal's
 does, so comparing two checkpoints does not give the exact size of what a purge erased. What
 the arrays mean is the lineage's and the catalog's business; what makes a checkpoint fit a
@@ -29,8 +29,8 @@ from cryptography.hazmat.primitives import hashes
 from cryptography.hazmat.primitives.ciphers.aead import AESGCM
 from cryptography.hazmat.primitives.kdf.hkdf import HKDF
 
-from .crypto import padme
-from .durable import fsync_dir
+from sovseal.crypto.primitives import padme
+from sovseal.durable import fsync_dir
 
 MAGIC = b"SOVSEALCP\n"
 VERSION = 2  # 1: the layout was in the clear header (a version-1 file is refused: the journal is replayed)

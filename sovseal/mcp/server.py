@@ -29,13 +29,13 @@ from mcp.server.fastmcp.exceptions import ToolError
 from mcp.types import CallToolResult, TextContent, ToolAnnotations
 from pydantic import Field, ValidationError
 
-from . import ops
-from .client import EmbedFn, Sovseal
-from .errors import InvalidInputError, SovsealError
-from .paths import store_dir
+from sovseal.errors import InvalidInputError, SovsealError
+from sovseal.paths import store_dir
+from sovseal.sdk import ops
+from sovseal.sdk.client import EmbedFn, Sovseal
 
 if TYPE_CHECKING:
-    from .anonymize import Anonymizer
+    from sovseal.anonymize import Anonymizer
 
 __all__ = ["INSTRUCTIONS", "TOOLS", "build_server", "serve_stdio"]
 
@@ -169,7 +169,7 @@ class _Session:
 def _anonymizer_of(holder: list[Anonymizer]) -> Anonymizer:
     """The server's one anonymizer, built on the first anonymizer call (Presidio is an extra)."""
     if not holder:
-        from .anonymize import Anonymizer
+        from sovseal.anonymize import Anonymizer
 
         holder.append(Anonymizer())
     return holder[0]

@@ -1,7 +1,7 @@
 """One master key's subkeys and everything sealed or keyed with them.
 
 The store seals and keys every frame through one :class:`Sealing`; key rotation holds two, the
-old key's to open and the new key's to seal again (:mod:`sovseal.rotation`). What the AAD of each
+old key's to open and the new key's to seal again (:mod:`sovseal.storage.rotation`). What the AAD of each
 replicable frame binds is specified in docs/design.md ("Authenticated clear fields").
 """
 
@@ -9,10 +9,11 @@ from __future__ import annotations
 
 from typing import Any
 
-from . import frames as fr
-from .canonical import loads
-from .crypto import LEGACY_FORMAT_VERSION, IdKey, Sealer, derive_subkeys, keyed_id, pad, record_aad, record_fields_aad, unpad
-from .errors import IntegrityError
+from sovseal.canonical import loads
+from sovseal.errors import IntegrityError
+from sovseal.storage import frames as fr
+
+from .primitives import LEGACY_FORMAT_VERSION, IdKey, Sealer, derive_subkeys, keyed_id, pad, record_aad, record_fields_aad, unpad
 
 #: How many path hashes / branch ids / wire ids are remembered before starting over (bounded memory).
 _ID_CACHE = 65_536

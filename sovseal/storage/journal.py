@@ -28,9 +28,9 @@ from dataclasses import dataclass, field
 from enum import Enum
 from pathlib import Path
 
-from .crypto import PreparedMac, prepared_hmac
-from .durable import fsync_dir, fsync_fd
-from .errors import IntegrityError, JournalFormatError, StorageError
+from sovseal.crypto.primitives import PreparedMac, prepared_hmac
+from sovseal.durable import fsync_dir, fsync_fd
+from sovseal.errors import IntegrityError, JournalFormatError, StorageError
 
 HEADER = struct.Struct(">I16sQ")  # body length, MAC, sequence number
 _SEQ = struct.Struct(">Q")

@@ -20,8 +20,9 @@ from collections.abc import Iterable
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
+from sovseal.errors import StorageError
+
 from . import frames as fr
-from .errors import StorageError
 from .journal import FORMAT, Journal, JournalWriter, ScannedFrame
 
 if TYPE_CHECKING:

@@ -88,7 +88,7 @@ def _require_key(key: object, what: str) -> bytes:
     if len(key) != KEY_SIZE:
         raise InvalidInputError(
             f"{what} must be exactly {KEY_SIZE} bytes, got {len(key)}; "
-            "generate one with os.urandom(32) or import an exported key with sovseal.keys.import_key"
+            "generate one with os.urandom(32) or import an exported key with sovseal.crypto.keychain.import_key"
         )
     return key
 

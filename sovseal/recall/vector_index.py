@@ -6,7 +6,7 @@ payload or id other than the lineage's node number. Vectors are plaintext by nec
 docs/design.md).
 
 - Cold open: the matrix and the IVF lists are also kept as a file to memory-map
-  (:mod:`sovseal.vector_snapshot`), written on close; an index that has one opens without importing
+  (:mod:`sovseal.recall.vector_snapshot`), written on close; an index that has one opens without importing
   lancedb or reading the table, and reads the table only when a recall finds vectors missing
   (written by another process since) or a new vector must be persisted.
 - Persistence: ``store`` never waits on LanceDB. A new vector goes to the matrix at once (searches
@@ -26,7 +26,7 @@ docs/design.md).
   selective filter, a small branch) is always exact.
 - From SKETCH_MIN_ROWS (200,000) rows on, a search that would scan many rows scans a
   quarter-width projection of them first and rescores the best few hundred exactly
-  (:mod:`sovseal.vector_sketch`): the scores returned are always the exact float32 cosines.
+  (:mod:`sovseal.recall.vector_sketch`): the scores returned are always the exact float32 cosines.
   docs/recall.md gives the measured recall@10 against exact search.
 
 Why an index from 8,000 vectors on: a recall right after its query was embedded finds the
@@ -56,9 +56,10 @@ from typing import Any
 
 import numpy as np
 
+from sovseal.durable import atomic_write, fsync_dir, make_dirs
+from sovseal.filelock import WriterLock
+
 from . import vector_sketch, vector_snapshot
-from .durable import atomic_write, fsync_dir, make_dirs
-from .filelock import WriterLock
 
 log = logging.getLogger(__name__)
 
@@ -86,7 +87,7 @@ WARM_DELAY = 2.0
 #: A mapped matrix of at most this many bytes (about 43,000 vectors of 384) is copied into the
 #: process's memory when it is warmed (see VectorIndex._own_matrix).
 WARM_COPY_BYTES = 64 << 20
-#: From this many rows on, an index with an IVF keeps a sketch (:mod:`sovseal.vector_sketch`) and a
+#: From this many rows on, an index with an IVF keeps a sketch (:mod:`sovseal.recall.vector_sketch`) and a
 #: search that scans at least SKETCH_MIN_SCAN rows scores them there first, then rescores the best
 #: max(RESCORE_PER_RESULT * limit, RESCORE_MIN, scanned / RESCORE_SHARE) exactly. Below, the scan
 #: reads few enough bytes that the rescoring's gathers would cost about what the sketch saves. The
@@ -692,7 +693,7 @@ class VectorIndex:
             log.warning("writing the vector snapshot failed (the next open reads the table): %s", exc)
 
     def save_snapshot(self) -> None:
-        """Write the matrix as the snapshot the next open maps (see :mod:`sovseal.vector_snapshot`).
+        """Write the matrix as the snapshot the next open maps (see :mod:`sovseal.recall.vector_snapshot`).
 
         Only when every vector is in the table (nothing pending). Rows added since this handle's
         snapshot are appended to it in place when the matrix kept its order and nobody replaced

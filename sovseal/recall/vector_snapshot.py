@@ -10,7 +10,7 @@ in-memory matrix, in its row order (the IVF lists'), beside the lists themselves
   the IVF lists (centroids, list offsets, rows trained, and the list of each row added after the
   training that has been placed in one), replaced atomically.
 
-The sketch the index scans first (:mod:`sovseal.vector_sketch`) is not here: it is derived from
+The sketch the index scans first (:mod:`sovseal.recall.vector_sketch`) is not here: it is derived from
 the matrix once that is resident.
 
 It mirrors the table and is never more than the table: it is written only when every vector of
@@ -29,7 +29,7 @@ from pathlib import Path
 
 import numpy as np
 
-from .durable import atomic_write, fsync_dir, make_dirs
+from sovseal.durable import atomic_write, fsync_dir, make_dirs
 
 DIRECTORY = "snapshot"
 _NO_TAIL = np.zeros(0, dtype=np.int32)
