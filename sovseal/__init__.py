@@ -17,6 +17,8 @@ if TYPE_CHECKING:  # the names re-exported, for type checkers (`X as X`: an expl
     from .models import VerifyReport as VerifyReport
     from .sdk.client import AsyncSovseal as AsyncSovseal
     from .sdk.client import Sovseal as Sovseal
+    from .sdk.keyrotation import rotate_key as rotate_key
+    from .sdk.maintenance import rebuild_index as rebuild_index
 
 _HOMES = {
     "AsyncSovseal": ".sdk.client",
@@ -26,9 +28,12 @@ _HOMES = {
     "Status": ".models",
     "StoreResult": ".models",
     "VerifyReport": ".models",
+    "rebuild_index": ".sdk.maintenance",
+    "rotate_key": ".sdk.keyrotation",
 }
 
-__all__ = ["AsyncSovseal", "LogEntry", "Memory", "Sovseal", "Status", "StoreResult", "VerifyReport"]  # the keys of _HOMES
+#: The keys of _HOMES.
+__all__ = ["AsyncSovseal", "LogEntry", "Memory", "Sovseal", "Status", "StoreResult", "VerifyReport", "rebuild_index", "rotate_key"]
 __version__ = "0.1.0"
 
 

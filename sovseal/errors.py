@@ -7,6 +7,8 @@ sovseal raises on purpose.
 
 from __future__ import annotations
 
+from pathlib import Path
+
 
 class SovsealError(Exception):
     """Base class of every error sovseal raises on purpose."""
@@ -178,7 +180,7 @@ class EmbedderMismatchError(SovsealError):
     (get, state, log, verify, export) work, and store() still writes durably to the journal (the
     new record gets no vector until the rebuild). ``recorded`` and ``current`` are the two
     fingerprints (see :mod:`sovseal.embed.fingerprint`). Switch the store to the current model with
-    ``sovseal rebuild-index`` (``sovseal.sdk.ops.rebuild_index``), which re-embeds every memory and
+    ``sovseal rebuild-index`` (``sovseal.rebuild_index``), which re-embeds every memory and
     records it; or open the store with the model it was built with.
     """
 
@@ -194,3 +196,26 @@ class DatabaseUnavailableError(SovsealError):
     The message names the host, port, database and role, never a password. Start the database or
     fix the URL (``--database`` / ``SOVSEAL_SERVER_DATABASE``), then start the server again.
     """
+
+
+class StoreNotFoundError(SovsealError):
+    """The directory holds no sovseal store (``sovseal init`` creates one)."""
+
+    @classmethod
+    def at(cls, directory: Path) -> StoreNotFoundError:
+        """The error for ``directory``, saying how to create a store there or point at another."""
+        return cls(
+            f"no sovseal store at {directory}; create one with `sovseal init --path {directory}` "
+            f"(or point --path / SOVSEAL_HOME at an existing store)"
+        )
+
+
+class MemoryNotFoundError(InvalidInputError, KeyError):
+    """No memory is visible at a path on the branch's HEAD."""
+
+    def __str__(self) -> str:
+        return str(self.args[0]) if self.args else ""
+
+
+class AmbiguousSnapshotError(InvalidInputError):
+    """A snapshot id prefix matches more than one snapshot."""

@@ -2,9 +2,13 @@
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Any
+
+#: ``progress(done, total)``: called as long work (a backup, an index rebuild) advances; ``total`` is fixed for one run.
+Progress = Callable[[int, int], None]
 
 
 @dataclass(frozen=True, slots=True)

@@ -1,7 +1,7 @@
 """The ``sovseal`` command line: a thin shell over the same ``Sovseal`` API the library exposes.
 
 Commands parse arguments and render results; what they do lives in the SDK and in
-:mod:`sovseal.sdk.ops` (shared with the MCP server), so there is no logic that exists only here.
+:mod:`sovseal.sdk` (shared with the MCP server), so there is no logic that exists only here.
 Human output is plain lines that never wrap (``rich`` draws only the recall table, ``mind`` and
 progress bars), with short snapshot ids; ``--json`` prints machine-readable JSON on stdout instead, ids in
 full. Progress bars and notes go to stderr, so stdout stays clean for pipes. Every
@@ -32,21 +32,38 @@ from typing import TYPE_CHECKING, Any, NoReturn, TypeVar
 
 import click
 
+from sovseal.cli.graph import draw_graph
 from sovseal.errors import (
     BackpressureTimeoutError,
     IntegrityError,
     InvalidInputError,
     KeyUnavailableError,
     LockTimeoutError,
+    MemoryNotFoundError,
     ModelUnavailableError,
     ReplicationError,
     SovsealError,
+    StoreNotFoundError,
     UnknownBranchError,
     UnknownPathError,
     UnknownSnapshotError,
 )
-from sovseal.paths import store_dir
-from sovseal.sdk import ops
+from sovseal.models import Progress
+from sovseal.paths import ENV_HOME, store_dir, store_exists
+from sovseal.sdk import maintenance
+from sovseal.sdk.backup import export_backup, import_backup, read_backup_header
+from sovseal.sdk.keyrotation import retire_old_project, rotate_key
+from sovseal.sdk.opening import ENV_BRANCH, ENV_KEY, open_store, resolve_key
+from sovseal.sdk.views import (
+    GraphNode,
+    branch_heads,
+    branch_table,
+    jsonable,
+    recurring_patterns,
+    require_memory,
+    resolve_snapshot,
+    snapshot_graph,
+)
 from sovseal.storage.entries import MEMORY_TYPES, PROVENANCES
 
 if TYPE_CHECKING:  # the store and the keychain load when a command opens one, so `--help` is quick
@@ -78,7 +95,7 @@ EXIT_CODES = {
 
 def exit_code(exc: BaseException) -> int:
     """The exit code for an error (see ``EXIT_CODES``)."""
-    if isinstance(exc, (ops.StoreNotFoundError, ops.MemoryNotFoundError, UnknownPathError, UnknownSnapshotError, UnknownBranchError)):
+    if isinstance(exc, (StoreNotFoundError, MemoryNotFoundError, UnknownPathError, UnknownSnapshotError, UnknownBranchError)):
         return EXIT_NOT_FOUND
     if isinstance(exc, InvalidInputError):
         return EXIT_USAGE
@@ -141,9 +158,9 @@ class _KeyOrigin:
 
     def advice(self) -> str:
         if self.backend is not None:  # a key was found, and it did not open the store
-            if self.given == ops.ENV_KEY:
+            if self.given == ENV_KEY:
                 return (
-                    f"the key came from {ops.ENV_KEY}: set it to this store's exported key, "
+                    f"the key came from {ENV_KEY}: set it to this store's exported key, "
                     "or unset it to use the key saved for the store"
                 )
             if self.given:
@@ -305,7 +322,7 @@ def path_option(f: F) -> F:
     return click.option(
         "--path",
         type=click.Path(file_okay=False),
-        envvar=ops.ENV_HOME,
+        envvar=ENV_HOME,
         default=None,
         help="Store directory.  [env: SOVSEAL_HOME; default: ~/.sovseal]",
     )(f)
@@ -327,7 +344,7 @@ def branch_option(f: F) -> F:
     return click.option(
         "--branch",
         "-b",
-        envvar=ops.ENV_BRANCH,
+        envvar=ENV_BRANCH,
         default="main",
         show_default=True,
         help="Branch to act on.  [env: SOVSEAL_BRANCH]",
@@ -419,17 +436,17 @@ def _key_text(key_file: str | None) -> str | None:
 
 
 def _store_key(directory: Path, key_file: str | None, *, create: bool = False) -> tuple[bytes, _KeyOrigin]:
-    """The store's key (:func:`ops.resolve_key`), and where it came from, which is also left in
+    """The store's key (:func:`resolve_key`), and where it came from, which is also left in
     click's ``ctx.meta`` so that a key error raised later in the command can say what to fix."""
     given: str | None
     if key_file is not None:
         given = "--key-file - (stdin)" if key_file == STDIN else f"--key-file {key_file}"
     else:
-        given = ops.ENV_KEY if os.environ.get(ops.ENV_KEY) else None
+        given = ENV_KEY if os.environ.get(ENV_KEY) else None
     origin = _KeyOrigin(directory, given, create)
     click.get_current_context().meta[_ORIGIN] = origin
     try:
-        key, origin.backend = ops.resolve_key(directory, key_text=_key_text(key_file), create=create)
+        key, origin.backend = resolve_key(directory, key_text=_key_text(key_file), create=create)
     except InvalidInputError as exc:  # a malformed key: say which option or variable held it
         if given is None or given in str(exc):
             raise
@@ -443,11 +460,11 @@ def _open(
 ) -> Iterator[tuple[Sovseal, _KeyOrigin]]:
     """The store at ``path`` (created with ``create``) and where its key came from."""
     directory = store_dir(path)
-    exists = ops.store_exists(directory)
+    exists = store_exists(directory)
     if not (exists or create):
-        raise ops.StoreNotFoundError.at(directory)  # before any key lookup: the store is what is missing
+        raise StoreNotFoundError.at(directory)  # before any key lookup: the store is what is missing
     key, origin = _store_key(directory, key_file, create=create and not exists)
-    mem, _ = ops.open_store(directory, branch=branch, key=key, create=create, embedder=embedder or EMBEDDER)
+    mem, _ = open_store(directory, branch=branch, key=key, create=create, embedder=embedder or EMBEDDER)
     with mem:
         yield mem, origin
 
@@ -487,7 +504,7 @@ def _load_quietly(embedder: Any) -> None:
 
 
 def _emit_json(data: Any) -> None:
-    click.echo(json.dumps(ops.jsonable(data), indent=2, ensure_ascii=False))
+    click.echo(json.dumps(jsonable(data), indent=2, ensure_ascii=False))
 
 
 def _console(err: bool = False) -> Any:
@@ -580,7 +597,7 @@ def _when(dt: Any) -> str:
 
 
 @contextmanager
-def _progress(label: str) -> Iterator[ops.Progress]:
+def _progress(label: str) -> Iterator[Progress]:
     """A rich progress bar on stderr, drawn only when stderr is a terminal (else rich is not even
     imported: it would cost a script's every call a tenth of a second)."""
     if not sys.stderr.isatty():
@@ -691,7 +708,7 @@ def init(path: str | None, key_file: str | None, as_json: bool) -> None:
       sovseal init --path ./memories
     """
     directory = store_dir(path or None)
-    existed = ops.store_exists(directory)
+    existed = store_exists(directory)
     with _open(str(directory), key_file=key_file, create=True) as (mem, origin):
         status = mem.status()
     data = {"path": str(directory.absolute()), "created": not existed, "key_backend": origin.backend, "key_id": status.key_id}
@@ -728,8 +745,8 @@ def status(path: str | None, branch: str, key_file: str | None, as_json: bool) -
       sovseal status --json | jq .outbox_records
     """
     with _open(path, branch, key_file) as (mem, origin):
-        info = ops.jsonable(mem.status())
-        info["conflicts"] = ops.jsonable([c for name in mem.branches() for c in mem.conflicts(branch=name)])
+        info = jsonable(mem.status())
+        info["conflicts"] = jsonable([c for name in mem.branches() for c in mem.conflicts(branch=name)])
     info["key_backend"] = origin.backend
     if as_json:
         _emit_json(info)
@@ -843,9 +860,9 @@ def store(
     value = _parse_payload(_from_stdin(payload, key_file, "PAYLOAD"), mode)
     meta = _parse_object(metadata, "--metadata", '{"source": "chat"}')
     with _open(path, branch, key_file) as (mem, _):
-        parent_id = ops.resolve_snapshot(mem, parent) if parent is not None else None
+        parent_id = resolve_snapshot(mem, parent) if parent is not None else None
         result = mem.store(memory_path, value, metadata=meta, type=type_, provenance=provenance, parent=parent_id)
-    data = {"path": memory_path, "branch": branch, **ops.jsonable(result)}
+    data = {"path": memory_path, "branch": branch, **jsonable(result)}
     if as_json:
         _emit_json(data)
     elif result.reinforced:
@@ -872,9 +889,9 @@ def delete(memory_path: str, path: str | None, branch: str, key_file: str | None
     with _open(path, branch, key_file) as (mem, _):
         result = mem.delete(memory_path)
         if result is None:
-            raise ops.MemoryNotFoundError(f"no memory at path {memory_path!r} on branch {branch!r}; nothing was deleted")
+            raise MemoryNotFoundError(f"no memory at path {memory_path!r} on branch {branch!r}; nothing was deleted")
     if as_json:
-        _emit_json({"path": memory_path, "branch": branch, "deleted": True, **ops.jsonable(result)})
+        _emit_json({"path": memory_path, "branch": branch, "deleted": True, **jsonable(result)})
     else:
         click.echo(f"deleted {_visible(memory_path)} -> {_short(result.snapshot_id)} on {_visible(branch)}")
 
@@ -982,7 +999,7 @@ def fork(snapshot: str | None, name: str | None, path: str | None, branch: str, 
       B=$(sovseal fork) && sovseal store --branch "$B" user.editor "helix"
     """
     with _open(path, branch, key_file) as (mem, _):
-        at = ops.resolve_snapshot(mem, snapshot) if snapshot is not None else mem.snapshot()
+        at = resolve_snapshot(mem, snapshot) if snapshot is not None else mem.snapshot()
         if at is None:
             raise InvalidInputError(f"branch {branch!r} has no snapshot yet; store something first, or name a SNAPSHOT")
         new = mem.fork(at, branch=name)
@@ -1007,7 +1024,7 @@ def rollback(snapshot: str, path: str | None, branch: str, key_file: str | None,
       sovseal rollback snap_4f3ad8
     """
     with _open(path, branch, key_file) as (mem, _):
-        target = ops.resolve_snapshot(mem, snapshot)
+        target = resolve_snapshot(mem, snapshot)
         previous = mem.snapshot()
         mem.rollback(target)
     if as_json:
@@ -1098,7 +1115,7 @@ def get(memory_path: str, path: str | None, branch: str, key_file: str | None, a
     """
     memory_path = _from_stdin(memory_path, key_file, "PATH", line=True)
     with _open(path, branch, key_file) as (mem, _):
-        found = ops.require_memory(mem, memory_path)
+        found = require_memory(mem, memory_path)
     if as_json:
         _emit_json(found)
         return
@@ -1133,8 +1150,8 @@ def log(limit: int | None, graph: bool, path: str | None, branch: str, key_file:
         if not graph:
             entries = mem.log(limit=limit)
         else:
-            nodes = ops.snapshot_graph(mem)
-            heads = ops.branch_heads(mem)
+            nodes = snapshot_graph(mem)
+            heads = branch_heads(mem)
     if not graph:
         if as_json:
             _emit_json(entries)
@@ -1163,8 +1180,8 @@ def _log_path(op: str, path: str) -> str:
 _LANE_COLORS = ("red", "green", "yellow", "blue", "magenta", "cyan")
 
 
-def _draw_graph(nodes: list[ops.GraphNode], current: str) -> None:
-    for prefix, node in ops.draw_graph(nodes):
+def _draw_graph(nodes: list[GraphNode], current: str) -> None:
+    for prefix, node in draw_graph(nodes):
         lanes = "".join(
             click.style(c, fg=_LANE_COLORS[((i + 1) // 2) % len(_LANE_COLORS)]) if c != " " else c for i, c in enumerate(prefix)
         )
@@ -1199,7 +1216,7 @@ def branches(delete_name: str | None, path: str | None, branch: str, key_file: s
             mem.delete_branch(delete_name)
             if not as_json:
                 click.echo(f"deleted branch {delete_name}", err=True)
-        rows = ops.branch_table(mem)
+        rows = branch_table(mem)
     if as_json:
         _emit_json(rows)
         return
@@ -1226,7 +1243,7 @@ def mind(min_count: int, show_all: bool, path: str | None, branch: str, key_file
     records (under _sovseal/, e.g. consolidation's audit trail) are not listed.
     """
     with _open(path, branch, key_file) as (mem, _):
-        groups = ops.recurring_patterns(mem, min_count=0 if show_all else min_count)
+        groups = recurring_patterns(mem, min_count=0 if show_all else min_count)
     # sovseal's own records (consolidation's runs, steps, retention scores) are not the user's
     # memories: recall leaves them out, and so does mind.
     groups = {kind: [m for m in items if not m.path.startswith(_RESERVED)] for kind, items in groups.items()}
@@ -1299,7 +1316,7 @@ def compact(path: str | None, key_file: str | None, as_json: bool) -> None:
     with _open(path, key_file=key_file) as (mem, _):
         report = mem.compact()
     if as_json:
-        _emit_json({**ops.jsonable(report), "reclaimed": report.reclaimed})
+        _emit_json({**jsonable(report), "reclaimed": report.reclaimed})
         return
     if report.seconds == 0.0:
         click.echo(f"nothing to compact: no erased content is left in the journal ({_size(report.bytes_before)})")
@@ -1324,7 +1341,7 @@ def rebuild_index(path: str | None, key_file: str | None, as_json: bool) -> None
     with _open(path, key_file=key_file):
         pass  # a missing store or a key that does not open it fails here, before the index is dropped
     with _progress("re-embedding (branches)") as progress:
-        count = ops.rebuild_index(path, key_text=_key_text(key_file), embedder=EMBEDDER, progress=progress)
+        count = maintenance.rebuild_index(path, key_text=_key_text(key_file), embedder=EMBEDDER, progress=progress)
     if as_json:
         _emit_json({"branches": count})
     else:
@@ -1396,15 +1413,15 @@ def export_(file: str, force: bool, path: str | None, key_file: str | None, as_j
     with _open(str(directory), key_file=key_file) as (mem, _), _progress("exporting") as progress:
         master, _ = _store_key(directory, key_file)
         if file == "-":
-            info = ops.export_backup(mem, master, sys.stdout.buffer, progress=progress)
+            info = export_backup(mem, master, sys.stdout.buffer, progress=progress)
         else:
             target = _export_target(file, force)
             with _replacing(target) as out:
-                info = ops.export_backup(mem, master, out, progress=progress)
+                info = export_backup(mem, master, out, progress=progress)
     if file == "-":
         return
     if as_json:
-        _emit_json({"file": str(Path(file).absolute()), **ops.jsonable(info)})
+        _emit_json({"file": str(Path(file).absolute()), **jsonable(info)})
         return
     click.echo(f"exported {_count(info.items, 'item')} ({_count(len(info.source_branches), 'branch', 'branches')}) to {file}")
     if info.skipped_damaged:
@@ -1429,13 +1446,13 @@ def import_(file: str, path: str | None, key_file: str | None, as_json: bool) ->
     """
     directory = store_dir(path or None)
     with open(file, "rb") as src:
-        header, _ = ops.read_backup_header(src)
+        header, _ = read_backup_header(src)
         master, _ = _store_key(directory, key_file)  # never a new key: it must be the source store's
         src.seek(0)
-        mem, _ = ops.open_store(directory, key=master, create=True, embedder=EMBEDDER)
+        mem, _ = open_store(directory, key=master, create=True, embedder=EMBEDDER)
         with mem, _progress("importing") as progress:
-            info = ops.import_backup(mem, master, src, progress=progress)
-            heads = ops.branch_heads(mem)
+            info = import_backup(mem, master, src, progress=progress)
+            heads = branch_heads(mem)
     if as_json:
         _emit_json({"path": str(directory.absolute()), "items": info.items, "branches": heads})
     else:
@@ -1487,7 +1504,7 @@ def key_import(exported: str, path: str | None) -> None:
     if exported == "-":
         exported = click.prompt("exported key", hide_input=True) if sys.stdin.isatty() else sys.stdin.read()
     master = import_key(exported)
-    if ops.store_exists(directory):
+    if store_exists(directory):
         try:
             Sovseal(directory, key=master, endpoint="").close()
         except KeyUnavailableError as exc:
@@ -1533,7 +1550,7 @@ def key_rotate(path: str | None, key_file: str | None, new_key_file: str | None,
 
     directory = store_dir(path or None)
     if retire_only:
-        done = ops.retire_old_project(directory)
+        done = retire_old_project(directory)
         if as_json:
             _emit_json({"retired": done})
         else:
@@ -1542,14 +1559,14 @@ def key_rotate(path: str | None, key_file: str | None, new_key_file: str | None,
             raise SystemExit(1)
         return
     key_text = _key_text(key_file)
-    if key_text is None and os.environ.get(ops.ENV_KEY):
-        key_text = os.environ[ops.ENV_KEY]
+    if key_text is None and os.environ.get(ENV_KEY):
+        key_text = os.environ[ENV_KEY]
     new_key = import_key(Path(new_key_file).read_text(encoding="utf-8").strip()) if new_key_file else None
     if new_key is not None:
         _refuse_the_current_key(directory, key_text, new_key)
-    result = ops.rotate_key(directory, key_text=key_text, new_key=new_key)
+    result = rotate_key(directory, key_text=key_text, new_key=new_key)
     if as_json:
-        _emit_json({k: v for k, v in ops.jsonable(result).items() if k != "new_key"})
+        _emit_json({k: v for k, v in jsonable(result).items() if k != "new_key"})
         return
     click.echo(
         f"rotated {directory} from key {result.old_key_id} to key {result.new_key_id}: {result.records} records "
@@ -1580,18 +1597,18 @@ def key_rotate(path: str | None, key_file: str | None, new_key_file: str | None,
 def _refuse_the_current_key(directory: Path, key_text: str | None, new_key: bytes) -> None:
     """Refuse a --new-key-file that holds the store's current key (exit 2, nothing changed).
 
-    ``ops.rotate_key`` takes "old key == new key" for a rotation that crashed while its staged key
+    ``rotate_key`` takes "old key == new key" for a rotation that crashed while its staged key
     was being promoted, and just finishes it: given on purpose, the same key would be reported as a
     rotation. While a rotation is unfinished (a staged key), rotate_key is left to decide.
     """
     from sovseal.crypto.keychain import staged_key
     from sovseal.crypto.primitives import derive_subkeys
 
-    if not ops.store_exists(directory):
-        raise ops.StoreNotFoundError.at(directory)
+    if not store_exists(directory):
+        raise StoreNotFoundError.at(directory)
     if key_text is None and staged_key(directory) is not None:
         return
-    current, _ = ops.resolve_key(directory, key_text=key_text)
+    current, _ = resolve_key(directory, key_text=key_text)
     if current == new_key:
         instead = "pass a different key with --new-key-file" if key_text is not None else "leave --new-key-file out to have a new key made"
         raise InvalidInputError(
@@ -2071,7 +2088,7 @@ def restore(path: str | None, key_file: str | None, endpoint: str, api_key: str,
         with _progress("pulling") as update:
             result = mem.pull(progress=update)
         report = mem.verify()
-        info = {"pull": ops.jsonable(result), "verify_ok": report.ok, "records": report.records, "branches": mem.branches()}
+        info = {"pull": jsonable(result), "verify_ok": report.ok, "records": report.records, "branches": mem.branches()}
     if as_json:
         _emit_json(info)
     else:

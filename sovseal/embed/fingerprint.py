@@ -6,7 +6,7 @@ tied to the embedder that filled it. When the index is first created, the finger
 handle's embedder is written to ``<store>/index/model.json`` (atomically, no plaintext of any
 memory); every later opening of the index compares the handle's embedder with it, and a mismatch
 refuses recall with :class:`~sovseal.errors.EmbedderMismatchError` until ``sovseal rebuild-index``
-(``sovseal.sdk.ops.rebuild_index``) re-embeds everything with the new model and records it.
+(``sovseal.rebuild_index``) re-embeds everything with the new model and records it.
 
 A fingerprint is a flat dict of JSON values, made by :func:`fingerprint_of`:
 

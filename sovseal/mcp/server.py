@@ -30,9 +30,11 @@ from mcp.types import CallToolResult, TextContent, ToolAnnotations
 from pydantic import Field, ValidationError
 
 from sovseal.errors import InvalidInputError, SovsealError
-from sovseal.paths import store_dir
-from sovseal.sdk import ops
+from sovseal.mcp.envelope import envelope, error_envelope
+from sovseal.paths import store_dir, store_exists
 from sovseal.sdk.client import EmbedFn, Sovseal
+from sovseal.sdk.opening import open_store
+from sovseal.sdk.views import branch_heads, branch_table, jsonable, require_memory, resolve_snapshot, snapshot_graph
 
 if TYPE_CHECKING:
     from sovseal.anonymize import Anonymizer
@@ -86,7 +88,7 @@ _READ = ToolAnnotations(readOnlyHint=True, openWorldHint=False)
 
 
 def _ok(data: Any) -> CallToolResult:
-    result = ops.envelope(data)
+    result = envelope(data)
     return CallToolResult(
         content=[TextContent(type="text", text=json.dumps(result, ensure_ascii=False))],
         structuredContent=result,
@@ -94,7 +96,7 @@ def _ok(data: Any) -> CallToolResult:
 
 
 def _error(exc: BaseException) -> CallToolResult:
-    result = ops.error_envelope(exc)
+    result = error_envelope(exc)
     return CallToolResult(
         content=[TextContent(type="text", text=f"{type(exc).__name__}: {exc}")],
         structuredContent=result,
@@ -205,9 +207,9 @@ def build_server(mem: Sovseal) -> FastMCP:
         reinforces that memory instead (reinforced: true)."""
 
         def work(m: Sovseal) -> dict[str, Any]:
-            parent_id = ops.resolve_snapshot(m, parent) if parent is not None else None
+            parent_id = resolve_snapshot(m, parent) if parent is not None else None
             result = m.store(path, payload, metadata=metadata, type=type, provenance=provenance, parent=parent_id)
-            return {**ops.jsonable(result), "path": path, "branch": m.branch}
+            return {**jsonable(result), "path": path, "branch": m.branch}
 
         return await session.run(work)
 
@@ -234,7 +236,7 @@ def build_server(mem: Sovseal) -> FastMCP:
     ) -> CallToolResult:
         """Read the memory stored at an exact path on the current branch. An error if nothing is stored there
         (use recall_memory to search)."""
-        return await session.run(lambda m: ops.require_memory(m, path))
+        return await session.run(lambda m: require_memory(m, path))
 
     @server.tool(
         title="Delete a memory",
@@ -303,7 +305,7 @@ def build_server(mem: Sovseal) -> FastMCP:
 
         def work(m: Sovseal) -> dict[str, Any]:
             previous = m.branch
-            at = ops.resolve_snapshot(m, snapshot_id) if snapshot_id is not None else m.snapshot()
+            at = resolve_snapshot(m, snapshot_id) if snapshot_id is not None else m.snapshot()
             if at is None:
                 raise InvalidInputError(f"branch {previous!r} has no snapshot yet; store a memory first")
             name = m.fork(at, branch=branch)
@@ -319,7 +321,7 @@ def build_server(mem: Sovseal) -> FastMCP:
         then. Nothing is deleted; rolling back to previous_head undoes it."""
 
         def work(m: Sovseal) -> dict[str, Any]:
-            target = ops.resolve_snapshot(m, snapshot_id)
+            target = resolve_snapshot(m, snapshot_id)
             previous = m.snapshot()
             m.rollback(target)
             return {"branch": m.branch, "head": target, "previous_head": previous}
@@ -329,7 +331,7 @@ def build_server(mem: Sovseal) -> FastMCP:
     @server.tool(title="List branches", annotations=_READ)
     async def list_branches() -> CallToolResult:
         """Every branch with its HEAD snapshot and how many memories it shows; current marks this session's."""
-        return await session.run(lambda m: {"current": m.branch, "branches": ops.branch_table(m)})
+        return await session.run(lambda m: {"current": m.branch, "branches": branch_table(m)})
 
     @server.tool(title="Switch branch", annotations=_WRITE)
     async def switch_branch(
@@ -355,7 +357,7 @@ def build_server(mem: Sovseal) -> FastMCP:
 
         def work(m: Sovseal) -> dict[str, Any]:
             if all_branches:
-                return {"current": m.branch, "branches": ops.branch_heads(m), "snapshots": ops.snapshot_graph(m)[:limit]}
+                return {"current": m.branch, "branches": branch_heads(m), "snapshots": snapshot_graph(m)[:limit]}
             return {"branch": m.branch, "entries": m.log(limit=limit)}
 
         return await session.run(work)
@@ -423,8 +425,8 @@ def serve_stdio(
     """
     logging.basicConfig(stream=sys.stderr, level=logging.WARNING, format="sovseal mcp: %(levelname)s %(message)s")
     directory = store_dir(path)
-    created = not ops.store_exists(directory)
-    mem, backend = ops.open_store(directory, branch=branch, key_text=key_text, create=True, embedder=embedder)
+    created = not store_exists(directory)
+    mem, backend = open_store(directory, branch=branch, key_text=key_text, create=True, embedder=embedder)
     previous = signal.signal(signal.SIGTERM, _exit_on_sigterm)
     try:
         mem.ready()  # load and warm the model now, so the agent's first call is fast

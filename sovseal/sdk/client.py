@@ -381,7 +381,7 @@ class Sovseal:
                 "Reads work, and new memories are still stored (the rebuild embeds them). "
                 "To switch the store to the current model, run `sovseal rebuild-index` with the same SOVSEAL_MODEL_DIR "
                 "(it re-embeds every memory, with a progress bar, and records the model); "
-                "from Python, sovseal.sdk.ops.rebuild_index(path, embedder=...) does the same for any embedder. "
+                "from Python, sovseal.rebuild_index(path, embedder=...) does the same for any embedder. "
                 "To keep the old model, open the store with it again (the same SOVSEAL_MODEL_DIR or embedder)",
                 recorded=recorded,
                 current=current,

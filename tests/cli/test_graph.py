@@ -1,10 +1,11 @@
-"""The lane layout of `sovseal log --graph` (sovseal.sdk.ops.draw_graph), on hand-made lineages."""
+"""The lane layout of `sovseal log --graph` (sovseal.cli.graph.draw_graph), on hand-made lineages."""
 
 from __future__ import annotations
 
 from datetime import UTC, datetime
 
-from sovseal.sdk.ops import GraphNode, draw_graph
+from sovseal.cli.graph import draw_graph
+from sovseal.sdk.views import GraphNode
 
 
 def node(sid: str, parent: str | None, t: int) -> GraphNode:

@@ -19,8 +19,9 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from sovseal import Sovseal, checkpoint
+from sovseal import Sovseal
 from sovseal.crypto.primitives import padme
+from sovseal.storage import checkpoint
 from sovseal.storage.frames import Kind
 from sovseal.storage.journal import HEADER, JOURNAL_HEADER
 from sovseal.storage.store import CHECKPOINT, LocalStore
@@ -319,7 +320,7 @@ import os, signal, sys
 from pathlib import Path
 sys.path.insert(0, sys.argv[4])
 from sovseal import Sovseal
-from sovseal import checkpoint
+from sovseal.storage import checkpoint
 from tests.fakes import fake_embed
 
 directory, key, point = Path(sys.argv[1]), bytes.fromhex(sys.argv[2]), sys.argv[3]

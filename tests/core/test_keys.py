@@ -21,6 +21,7 @@ import pytest
 from keyring.backends import chainer, fail
 from keyring.compat.properties import classproperty
 
+from sovseal.crypto import keychain as keys
 from sovseal.crypto.keychain import (
     FALLBACK_ENV,
     KEYRING_SERVICE,
@@ -32,7 +33,6 @@ from sovseal.crypto.keychain import (
     store_master_key,
     store_uuid,
 )
-from sovseal.crypto.primitives import keychain as keys
 from sovseal.errors import InvalidInputError, KeyUnavailableError
 
 posix_only = pytest.mark.skipif(os.name != "posix", reason="file modes are POSIX")

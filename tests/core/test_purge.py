@@ -472,16 +472,15 @@ def test_a_backup_file_written_after_a_purge_holds_no_erased_content(tmp_path: P
     holds skeletons only (a backup written *before* the purge is out of reach, as docs/security.md says)."""
     import io
 
-    from sovseal.sdk import ops
-
+    from sovseal.sdk.backup import export_backup, import_backup
     with _open(tmp_path / "s", key) as mem:
         _history(mem)
         sealed = _sealed_entries(mem, "user.secret")
         mem.purge("user.secret")
         backup = io.BytesIO()
-        ops.export_backup(mem, key, backup)
+        export_backup(mem, key, backup)
     with _open(tmp_path / "restored", key) as restored:
-        ops.import_backup(restored, key, io.BytesIO(backup.getvalue()))
+        import_backup(restored, key, io.BytesIO(backup.getvalue()))
         assert restored.get("user.secret") is None and restored.verify().ok
         assert all(i.sealed not in sealed for i in restored.export_items())
     assert not any(s in every_file(tmp_path / "restored") for s in sealed)

@@ -16,10 +16,11 @@ from pathlib import Path
 
 import pytest
 
-from sovseal import Sovseal, ops
+from sovseal import Sovseal
 from sovseal.crypto.keychain import export_key, key_file_path, load_master_key, staged_key
 from sovseal.crypto.sealing import Sealing
 from sovseal.errors import InvalidInputError, KeyRotatedError, KeyUnavailableError
+from sovseal.sdk.keyrotation import rotate_key
 from sovseal.storage import frames as fr
 from sovseal.storage.rotation import retirement
 from tests.fakes import fake_embed
@@ -68,7 +69,7 @@ def test_rotation_keeps_every_snapshot_id_and_the_old_key_opens_nothing(tmp_path
         sealed_before = [i.sealed for i in mem.export_items()]
     before = _observed(directory)
     old, _ = load_master_key(directory, create=False)
-    result = ops.rotate_key(directory)
+    result = rotate_key(directory)
     assert result.verified and result.old_key_id != result.new_key_id and result.index_kept
     assert result.new_key is None  # it is in the store's key file, in place of the old one
     new, _ = load_master_key(directory, create=False)
@@ -89,9 +90,9 @@ def test_an_explicit_key_needs_an_explicit_new_key(tmp_path: Path) -> None:
     with Sovseal(tmp_path / "s", key=key, embedder=fake_embed) as mem:
         mem.store("a", 1)
     with pytest.raises(InvalidInputError, match="new key"):
-        ops.rotate_key(tmp_path / "s", key_text=export_key(key))
+        rotate_key(tmp_path / "s", key_text=export_key(key))
     new = os.urandom(32)
-    result = ops.rotate_key(tmp_path / "s", key_text=export_key(key), new_key=new)
+    result = rotate_key(tmp_path / "s", key_text=export_key(key), new_key=new)
     assert result.new_key == new and result.verified
     assert not key_file_path(tmp_path / "s").exists()  # sovseal never kept this store's key
     with Sovseal(tmp_path / "s", key=new, embedder=fake_embed) as mem:
@@ -103,10 +104,10 @@ import os, signal, sys, threading
 from pathlib import Path
 sys.path.insert(0, sys.argv[3])
 os.environ["SOVSEAL_KEY_FALLBACK"] = "file"
-from sovseal import ops
+from sovseal.sdk.keyrotation import rotate_key
 
 threading.Timer(float(sys.argv[2]), lambda: os.kill(os.getpid(), signal.SIGKILL)).start()
-ops.rotate_key(Path(sys.argv[1]))
+rotate_key(Path(sys.argv[1]))
 os.kill(os.getpid(), signal.SIGKILL)
 """
 
@@ -124,7 +125,7 @@ def test_sigkill_at_random_points_of_a_rotation_is_finished_by_running_it_again(
         subprocess.run(["cp", "-a", str(template), str(directory)], check=True)
         done = subprocess.run([sys.executable, "-c", CRASHER, str(directory), str(rng.uniform(0.0, 2.5)), ROOT], check=False, timeout=180)
         assert done.returncode == -signal.SIGKILL
-        result = ops.rotate_key(directory)  # finishes (or starts over with the staged key)
+        result = rotate_key(directory)  # finishes (or starts over with the staged key)
         assert result.verified
         new, _ = load_master_key(directory, create=False)
         assert new != old and staged_key(directory) is None

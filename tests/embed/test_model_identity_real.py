@@ -2,7 +2,7 @@
 
 The fingerprint of the built-in embedder names the bytes it runs, so it is the same in every process
 that loads the same files, from whatever directory; pointing ``SOVSEAL_MODEL_DIR`` at another model
-refuses recall until ``sovseal rebuild-index`` (here ``ops.rebuild_index``) switches the store.
+refuses recall until ``sovseal rebuild-index`` (here ``rebuild_index``) switches the store.
 
 "Another model" is the built model with one more protobuf field (a ``doc_string``) appended: other
 bytes, so another sha256, and a graph onnxruntime runs just the same, without a second 50 MB build.
@@ -18,12 +18,13 @@ from pathlib import Path
 
 import pytest
 
-from sovseal import Sovseal, ops
+from sovseal import Sovseal
 from sovseal.crypto.keychain import export_key
 from sovseal.embed import Embedder
 from sovseal.embed.fingerprint import RECORD, fingerprint_of, same_model
 from sovseal.embed.model_dir import MODEL, TOKENIZER, sha256, write_model_dir
 from sovseal.errors import EmbedderMismatchError
+from sovseal.sdk.maintenance import rebuild_index
 from tests.embed.test_embed_resolve import link_model
 
 FINGERPRINT = "import json; from sovseal.embed import Embedder; print(json.dumps(Embedder().fingerprint(), sort_keys=True))"
@@ -98,7 +99,7 @@ def test_a_model_switch_through_sovseal_model_dir(
     assert "sovseal rebuild-index" in message
     assert recorded(store) == old
 
-    ops.rebuild_index(store, key_text=export_key(key))  # what `sovseal rebuild-index` runs, with the variant
+    rebuild_index(store, key_text=export_key(key))  # what `sovseal rebuild-index` runs, with the variant
     assert recorded(store)["model_sha256"] == new_sha
     with Sovseal(store, key=key) as mem:
         assert [m.path for m in mem.recall("which pet does the user have?", k=1)] == ["user.pet"]

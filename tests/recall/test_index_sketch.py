@@ -224,7 +224,7 @@ import os, signal, sys
 from pathlib import Path
 import numpy as np
 sys.path.insert(0, sys.argv[3])
-from sovseal import vector_snapshot
+from sovseal.recall import vector_snapshot
 from sovseal.recall.vector_index import VectorIndex
 
 directory, point = Path(sys.argv[1]), sys.argv[2]

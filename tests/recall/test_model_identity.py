@@ -2,7 +2,7 @@
 
 A store records its embedder's fingerprint in ``index/model.json`` when its index is created.
 Reopened with another embedder, reads and writes work but recall raises EmbedderMismatchError
-naming both models and the fix; ``ops.rebuild_index`` re-embeds with the new model and records it.
+naming both models and the fix; ``rebuild_index`` re-embeds with the new model and records it.
 The real on-device model is exercised by tests/embed/test_model_identity_real.py.
 """
 
@@ -21,10 +21,11 @@ from typing import Any
 import numpy as np
 import pytest
 
-from sovseal import Sovseal, ops
+from sovseal import Sovseal
 from sovseal.crypto.keychain import export_key
 from sovseal.embed.fingerprint import RECORD, fingerprint_of, identity, qualified_name
 from sovseal.errors import EmbedderMismatchError, InvalidInputError
+from sovseal.sdk.maintenance import rebuild_index
 from tests.fakes import FAKE_DIM, fake_embed
 
 OTHER_DIM = 16
@@ -94,7 +95,7 @@ def test_a_model_switch(store_dir: Path, key: bytes) -> None:
         message = str(caught.value)
         assert "tests.fakes.fake_embed (32-d)" in message
         assert f"{qualified_name(other_embed)} (16-d)" in message
-        assert "sovseal rebuild-index" in message and "sovseal.sdk.ops.rebuild_index" in message
+        assert "sovseal rebuild-index" in message and "sovseal.sdk.maintenance.rebuild_index" in message
         assert caught.value.recorded is not None and caught.value.recorded["callable"] == "tests.fakes.fake_embed"
         assert caught.value.current is not None and caught.value.current["dim"] == OTHER_DIM
         with pytest.raises(EmbedderMismatchError):
@@ -105,7 +106,7 @@ def test_a_model_switch(store_dir: Path, key: bytes) -> None:
 
     # One command switches the store to the new model.
     done: list[tuple[int, int]] = []
-    assert ops.rebuild_index(store_dir, key_text=export_key(key), embedder=other_embed, progress=lambda d, t: done.append((d, t))) == 2
+    assert rebuild_index(store_dir, key_text=export_key(key), embedder=other_embed, progress=lambda d, t: done.append((d, t))) == 2
     assert done[-1] == (2, 2)
     assert recorded(store_dir)["callable"] == qualified_name(other_embed) and recorded(store_dir)["dim"] == OTHER_DIM
     with Sovseal(store_dir, key=key, embedder=other_embed) as mem:
@@ -125,7 +126,7 @@ def shifted_embed(texts: Sequence[str]) -> np.ndarray:
 KILLED_WHILE_DISCARDING = """
 import os, signal, sys
 sys.path.insert(0, sys.argv[3])
-from sovseal import ops
+from sovseal.sdk.maintenance import rebuild_index
 from tests.recall.test_model_identity import shifted_embed
 
 real = os.unlink
@@ -134,7 +135,7 @@ def unlink(name, *args, **kwargs):  # the crash: as the old index's model.json i
     if str(name).endswith("model.json"):
         os.kill(os.getpid(), signal.SIGKILL)
 os.unlink = unlink
-ops.rebuild_index(sys.argv[1], key_text=sys.argv[2], embedder=shifted_embed)
+rebuild_index(sys.argv[1], key_text=sys.argv[2], embedder=shifted_embed)
 """
 
 
@@ -156,9 +157,9 @@ def test_a_rebuild_killed_while_discarding_the_old_index_leaves_no_vectors_witho
 REBUILD = """
 import sys
 sys.path.insert(0, sys.argv[3])
-from sovseal import ops
+from sovseal.sdk.maintenance import rebuild_index
 from tests.recall.test_model_identity import shifted_embed
-ops.rebuild_index(sys.argv[1], key_text=sys.argv[2], embedder=shifted_embed)
+rebuild_index(sys.argv[1], key_text=sys.argv[2], embedder=shifted_embed)
 """
 
 
@@ -199,7 +200,7 @@ def test_the_records_stored_meanwhile_are_embedded_by_the_rebuild(store_dir: Pat
     fill(store_dir, key)
     with Sovseal(store_dir, key=key, embedder=other_embed) as mem:
         mem.store("user.pet", "the user has a cat")
-    ops.rebuild_index(store_dir, key_text=export_key(key), embedder=other_embed)
+    rebuild_index(store_dir, key_text=export_key(key), embedder=other_embed)
     with Sovseal(store_dir, key=key, embedder=other_embed) as mem:
         assert [m.path for m in mem.recall("user.pet: the user has a cat", k=1)] == ["user.pet"]
 
@@ -266,14 +267,14 @@ def test_an_unreadable_record_refuses_recall_until_rebuilt(store_dir: Path, key:
         assert mem.get("user.city") is not None
         with pytest.raises(EmbedderMismatchError, match="unreadable"):
             mem.recall("Berlin")
-    ops.rebuild_index(store_dir, key_text=export_key(key), embedder=fake_embed)
+    rebuild_index(store_dir, key_text=export_key(key), embedder=fake_embed)
     with Sovseal(store_dir, key=key, embedder=fake_embed) as mem:
         assert [m.path for m in mem.recall("the user lives in Berlin", k=1)] == ["user.city"]
 
 
 def test_rebuilding_an_empty_store_records_the_model(store_dir: Path, key: bytes) -> None:
     Sovseal(store_dir, key=key, embedder=fake_embed).close()
-    ops.rebuild_index(store_dir, key_text=export_key(key), embedder=other_embed)
+    rebuild_index(store_dir, key_text=export_key(key), embedder=other_embed)
     assert recorded(store_dir)["dim"] == OTHER_DIM
 
 

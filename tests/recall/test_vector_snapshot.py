@@ -12,7 +12,8 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from sovseal import Sovseal, vector_snapshot
+from sovseal import Sovseal
+from sovseal.recall import vector_snapshot
 from sovseal.recall.vector_index import VectorIndex
 from tests.fakes import FAKE_DIM, fake_embed
 
@@ -176,7 +177,8 @@ SNAPSHOT_CRASHER = """
 import os, signal, sys
 from pathlib import Path
 sys.path.insert(0, sys.argv[4])
-from sovseal import Sovseal, vector_snapshot
+from sovseal import Sovseal
+from sovseal.recall import vector_snapshot
 from tests.recall.test_vector_snapshot import Counting
 
 directory, key, point = Path(sys.argv[1]), bytes.fromhex(sys.argv[2]), sys.argv[3]

@@ -29,9 +29,9 @@ import pytest
 from keyring.backends import fail
 
 from sovseal import Sovseal
+from sovseal.crypto import sealing as sealing_module
 from sovseal.crypto.keychain import FALLBACK_ENV, key_file_path
 from sovseal.crypto.primitives import Sealer
-from sovseal.crypto.primitives import sealing as sealing_module
 from sovseal.errors import KeyExhaustedError, KeyUnavailableError
 from tests.fakes import fake_embed
 

@@ -466,7 +466,7 @@ def test_a_key_rotation_retires_the_old_project_and_replicates_to_a_new_one(
     from sovseal.crypto.keychain import export_key
     from sovseal.crypto.primitives import project_blind_id
     from sovseal.errors import KeyRotatedError
-    from sovseal.sdk import ops
+    from sovseal.sdk.keyrotation import rotate_key
     from tests.replication.conftest import open_mem
 
     old_project, new_key = project_blind_id("default", key), os.urandom(32)
@@ -480,7 +480,7 @@ def test_a_key_rotation_retires_the_old_project_and_replicates_to_a_new_one(
         assert two.pull().waiting == 0
         before = {name: one.view(name).state() for name in one.branches()}
     old_bodies = [WireItem.from_json(r).sealed for r in served(server_items(srv.url, api_old, old_project)) if r["kind"] == "record"]
-    result = ops.rotate_key(tmp_path / "one", key_text=export_key(key), new_key=new_key, endpoint=srv.url, api_key=api_old)
+    result = rotate_key(tmp_path / "one", key_text=export_key(key), new_key=new_key, endpoint=srv.url, api_key=api_old)
     assert result.verified and result.retired
     rows = served(server_items(srv.url, api_old, old_project))
     assert all(r["flags"] & REDACTED for r in rows if r["kind"] == "record")
