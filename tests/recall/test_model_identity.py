@@ -95,7 +95,7 @@ def test_a_model_switch(store_dir: Path, key: bytes) -> None:
         message = str(caught.value)
         assert "tests.fakes.fake_embed (32-d)" in message
         assert f"{qualified_name(other_embed)} (16-d)" in message
-        assert "sovseal rebuild-index" in message and "sovseal.sdk.maintenance.rebuild_index" in message
+        assert "sovseal rebuild-index" in message and "sovseal.rebuild_index(path" in message
         assert caught.value.recorded is not None and caught.value.recorded["callable"] == "tests.fakes.fake_embed"
         assert caught.value.current is not None and caught.value.current["dim"] == OTHER_DIM
         with pytest.raises(EmbedderMismatchError):

@@ -17,9 +17,7 @@ from langchain_core.vectorstores.utils import maximal_marginal_relevance
 
 from sovseal import LogEntry, Memory, Sovseal
 from sovseal.embed import Embedder
-from sovseal.embed.fingerprint import qualified_name
-from sovseal.integration import Erasure, HandleOwner, check_key, check_segment, deletion, index_text, open_handle
-from sovseal.sdk.client import EmbedFn
+from sovseal.integration import EmbedFn, Erasure, HandleOwner, check_key, check_segment, deletion, index_text, open_handle, qualified_name
 
 from ._common import PARTS, ROOT, scoped_filter, to_document
 from .embeddings import SovsealEmbeddings

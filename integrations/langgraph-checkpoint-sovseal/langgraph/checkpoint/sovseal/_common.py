@@ -9,7 +9,7 @@ from urllib.parse import quote, unquote
 import numpy as np
 
 from sovseal.errors import IntegrityError
-from sovseal.storage.entries import MAX_ENTRY_BYTES
+from sovseal.integration import MAX_ENTRY_BYTES
 
 
 def no_embedding(texts: Any) -> np.ndarray:

@@ -69,13 +69,9 @@ from langgraph.store.base.embed import (
     tokenize_path,
 )
 
-from sovseal import Sovseal
-from sovseal.canonical import canonicalize, loads
+from sovseal import Memory, Sovseal, StoreResult
 from sovseal.errors import IntegrityError, InvalidInputError, UnknownPathError
-from sovseal.integration import check_size
-from sovseal.integration.parts import INDEX_CHARS
-from sovseal.models import Memory, StoreResult
-from sovseal.recall.filters import matches
+from sovseal.integration import INDEX_CHARS, canonicalize, check_size, loads, matches
 
 __all__ = ["SovsealStore"]
 

@@ -20,8 +20,7 @@ from llama_index.vector_stores.sovseal.base import node_from_memory
 from llama_index.vector_stores.sovseal.filters import scope
 
 from sovseal import Memory, Sovseal
-from sovseal.integration import HandleOwner
-from sovseal.sdk.client import MAX_RECALL_K
+from sovseal.integration import MAX_RECALL_K, HandleOwner
 
 LINEAGE_KEYS = ("sovseal_path", "sovseal_snapshot_id", "sovseal_type", "sovseal_created_at")
 

@@ -11,8 +11,7 @@ import numpy as np
 from llama_index.core.base.embeddings.base import BaseEmbedding
 
 from sovseal import Sovseal
-from sovseal.integration import Parts, open_handle
-from sovseal.sdk.client import MAX_RECALL_K
+from sovseal.integration import MAX_RECALL_K, Parts, open_handle
 
 #: The part records of values too large for one record (sovseal.integration.parts).
 PARTS = Parts("llamaindex-parts/")
