@@ -44,7 +44,6 @@ from sovseal.storage.store import CHECKPOINT_ON_CLOSE, DEFAULT_BRANCH, Appended,
 from sovseal.storage.wire import WireItem
 
 if TYPE_CHECKING:  # numpy, the index (pyarrow, LanceDB) and recall load on first use: reads need none of them
-    from pathlib import Path
 
     import numpy as np
 
@@ -366,63 +365,15 @@ class Sovseal:
             return shared.index
 
     def _open_index(self, current: dict[str, Any], dim: int) -> None:
-        """Check ``current`` against ``index/model.json`` (recording it if there is none), then open
-        the index, or set ``mismatch``. The caller holds the shared lock."""
-        from sovseal.embed.fingerprint import describe, same_model
-        from sovseal.recall.vector_index import VectorIndex, remove_discarded
+        """Open the index for ``current`` or set ``mismatch``. The caller holds the shared lock."""
+        from sovseal.recall.opening import open_vector_index
 
-        directory = self.path / "index"
-        recorded, unreadable = self._recorded_model(directory, current)
-        if unreadable is not None or (recorded is not None and not same_model(recorded, current)):
-            what = f"an unreadable {directory / 'model.json'} ({unreadable})" if unreadable else describe(recorded)
-            self._shared.mismatch = EmbedderMismatchError(
-                f"the vector index of {self.path} was embedded by {what}, and this handle embeds with {describe(current)}: "
-                "vectors of two models cannot be compared, so recall is refused until the index is rebuilt. "
-                "Reads work, and new memories are still stored (the rebuild embeds them). "
-                "To switch the store to the current model, run `sovseal rebuild-index` with the same SOVSEAL_MODEL_DIR "
-                "(it re-embeds every memory, with a progress bar, and records the model); "
-                "from Python, sovseal.rebuild_index(path, embedder=...) does the same for any embedder. "
-                "To keep the old model, open the store with it again (the same SOVSEAL_MODEL_DIR or embedder)",
-                recorded=recorded,
-                current=current,
-            )
-            return
-        if not self._store.read_only:
-            remove_discarded(directory)  # what a rebuild-index a crash interrupted left aside
-        self._shared.index = VectorIndex(directory, dim, read_only=self._store.read_only, owner=self._store.store_uuid)
-
-    def _recorded_model(self, directory: Path, current: dict[str, Any]) -> tuple[dict[str, Any] | None, str | None]:
-        """(the fingerprint ``index/model.json`` records, why it is unreadable). Without one (a new
-        index, or one made before fingerprints were recorded), ``current`` is recorded and
-        adopted; a read-only store adopts it without writing."""
-        from sovseal.durable import atomic_write, make_dirs
-        from sovseal.embed.fingerprint import RECORD, decode_record, encode_record
-        from sovseal.filelock import WriterLock
-
-        path = directory / RECORD
-        if self._store.read_only:
-            if not path.exists():
-                return None, None
-            try:
-                return decode_record(path.read_bytes()), None
-            except (OSError, ValueError) as exc:
-                return None, str(exc)
-        make_dirs(directory)
-        lock = WriterLock(directory / "open.lock", timeout=60.0)  # index.py's open lock: two first openings record one model
-        try:
-            lock.acquire()
-            try:
-                if not path.exists():
-                    atomic_write(path, encode_record(current))
-                    return None, None
-                try:
-                    return decode_record(path.read_bytes()), None
-                except (OSError, ValueError) as exc:
-                    return None, str(exc)
-            finally:
-                lock.release()
-        finally:
-            lock.close()
+        store = self._store
+        opened = open_vector_index(self.path, current, dim, read_only=store.read_only, owner=store.store_uuid)
+        if isinstance(opened, EmbedderMismatchError):
+            self._shared.mismatch = opened
+        else:
+            self._shared.index = opened
 
     def _index_if_current(self, dim: int | None = None) -> VectorIndex | None:
         """:meth:`_vector_index`, or None when the index holds another model's vectors: a write
