@@ -45,8 +45,9 @@ from sovseal.filelock import Exclusive, WriterLock
 
 from . import frames as fr
 from .entries import Entry, snapshot_id
-from .journal import FORMAT, HEADER, JOURNAL_HEADER, Journal, JournalHeaderError, JournalWriter, Order
+from .journal import FORMAT, HEADER, JOURNAL_HEADER, Journal, JournalHeaderError, Order
 from .lineage import Branch, Damage, Lineage, Node, kind_name
+from .migration import migrate_journal
 from .wire import WireItem
 
 STORE_FORMAT = 1
@@ -56,7 +57,6 @@ log = logging.getLogger(__name__)
 _JOURNAL = "journal.log"
 _LOCK = "LOCK"
 _META = "store.json"
-_MIGRATING = "journal.migrating"
 _COMPACTING = "journal.compacting"  # + ".<pid>.<token>.tmp": sovseal.storage.compaction's new journal
 CHECKPOINT = Path("state") / "checkpoint"
 #: What the checkpoint's arrays are (lineage, catalog, keyword index); raised when they change, so
@@ -105,11 +105,6 @@ def parent_ids(sids: Iterable[str]) -> str:
     genesis snapshot gives "".
     """
     return ",".join(sorted(sids))
-
-
-def _untagged(frame: fr.Frame) -> fr.Frame:
-    """A frame without its head tag (a place-bound MAC that differs between two journals)."""
-    return dataclasses.replace(frame, head_tag=bytes(fr.TAG_LEN)) if isinstance(frame, fr.RecordFrame) else frame
 
 
 class _NotYet(Exception):
@@ -515,77 +510,17 @@ class LocalStore:
                 log.warning("writing the checkpoint failed (the store opens by replaying its journal): %s", exc)
 
     def _migrate(self) -> None:
-        """Rewrite a format-2 journal as format 3 (docs/design.md, "Migration from format 2").
+        """Rewrite a format-2 journal as the current format (:mod:`sovseal.storage.migration`).
 
-        The caller holds the writer lock and has caught up. Every frame keeps its place and its
-        sealed bytes; each gains a clock and the heads it replaces. The new journal is written
-        beside the old one, fsynced, read back and compared frame by frame, then renamed over it:
-        a crash at any point leaves one whole journal, the old or the new. A journal with damage is
-        not migrated: it stays readable, and writes to it are refused until it is restored.
+        The caller holds the writer lock and has caught up. A journal with damage is not migrated:
+        it stays readable, and writes to it are refused until it is restored.
         """
         if self._lineage.damage:
             return
-        old = self._journal.path
-        target = old.with_name(_MIGRATING)
-        target.unlink(missing_ok=True)
-        frames = self._migrated_frames()
-        self._write_journal(target, frames)
-        check = Journal(target, self.sealing.journal_key)
-        try:
-            written = [fr.decode(f.body) for f in check.scan(0).frames]
-        finally:
-            check.close()
-        if [_untagged(f) for f in written] != [_untagged(f) for f in frames]:
-            target.unlink()
-            raise StorageError(f"migrating {old} to journal format {FORMAT} did not read back identically; nothing was changed")
-        os.replace(target, old)
-        fsync_dir(old.parent)
+        count = migrate_journal(self._journal, self.sealing.journal_key)
         self._reopen_journal()
-        self.repairs.append(f"migrated the journal from format 2 to format {FORMAT} ({len(frames)} frames)")
+        self.repairs.append(f"migrated the journal from format 2 to format {FORMAT} ({count} frames)")
         self._catch_up(owner=True)
-
-    def _migrated_frames(self) -> list[fr.Frame]:
-        """Every frame of the (format-2, authentic) journal as its format-3 equivalent, in order."""
-        shadow = Lineage()
-        out: list[fr.Frame] = []
-        for scanned in self._journal.scan(0).frames:
-            frame = fr.decode_v2(scanned.body)
-            if not isinstance(frame, fr.AckFrame):
-                floor = shadow.max_hlc + 1  # no frame's time may be unknown, nor below what came before it
-                if isinstance(frame, fr.RecordFrame):
-                    branch = shadow.branches.get(frame.branch_id)
-                    replaces = branch.replaceable if branch is not None else ()
-                    explicit = replaces != frame.parents
-                    # Raised above its parents only: the same value on every device that migrates it.
-                    parents_floor = max(
-                        (shadow.nodes[shadow.by_wire[p]].hlc + 1 for p in frame.parents if p in shadow.by_wire), default=fr.MIN_LEGACY_HLC
-                    )
-                    frame = dataclasses.replace(
-                        frame,
-                        hlc=max(frame.hlc, parents_floor),
-                        flags=frame.flags | (fr.Flag.EXPLICIT_AFTER if explicit else fr.Flag.NONE),
-                        after=replaces if explicit else (),
-                    )
-                elif isinstance(frame, fr.BranchFrame):
-                    branch = shadow.branches.get(frame.branch_id)
-                    after = branch.replaceable if branch is not None else ()
-                    frame = dataclasses.replace(frame, hlc=max(frame.hlc, floor), after=after)
-                else:
-                    frame = dataclasses.replace(frame, hlc=max(frame.hlc, floor))
-            shadow.apply(frame, scanned.offset, len(scanned.body) + HEADER.size, True)
-            out.append(frame)
-        return out
-
-    def _write_journal(self, path: Path, frames: list[fr.Frame]) -> None:
-        """A new journal at ``path`` holding ``frames`` in order, fsynced and read back."""
-        writer = JournalWriter(path, self.sealing.journal_key)
-        try:
-            for frame in frames:
-                writer.add(frame.encode_tagged(writer.tag_next) if isinstance(frame, fr.RecordFrame) else frame.encode())
-            writer.finish()
-        except BaseException:
-            writer.abandon()
-            raise
 
     def decode(self, body: bytes) -> fr.Frame:
         """Decode a frame body of this store's journal, in the journal's format (ValueError if malformed)."""
