@@ -1,8 +1,10 @@
-"""Small durability primitives: the only place sovseal calls fsync.
+"""Small durability primitives: the only place sovseal calls fsync (tests/core/test_one_owner.py).
 
-LanceDB and most Python file APIs do not make writes durable; these helpers do, following
-the recipe in research/reliability.md §1.4: fsync the file, and fsync the directory that holds
-any file or directory created, because a new directory entry is not durable until its parent is.
+LanceDB and most Python file APIs do not make writes durable; these helpers do: fsync the file
+(F_FULLFSYNC on macOS, where fsync only reaches the drive's cache), and fsync the directory that
+holds any file or directory created, because a new directory entry is not durable until its
+parent is. One owner means every durable write gets the same recipe, and the durability audit
+(tests/reliability/test_durability_audit.py) sees every fsync.
 """
 
 from __future__ import annotations

@@ -14,13 +14,13 @@ from __future__ import annotations
 
 import hashlib
 import json
-import os
 import shutil
 import uuid
 from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
 
+from sovseal.durable import fsync_dir, fsync_fd
 from sovseal.errors import ModelUnavailableError
 
 MODEL = "model.onnx"
@@ -140,22 +140,14 @@ def write_model_dir(dest: Path, files: Mapping[str, bytes], origin: str) -> None
             with open(tmp / name, "wb") as fh:
                 fh.write(data)
                 fh.flush()
-                os.fsync(fh.fileno())
-        _fsync_dir(tmp)
+                fsync_fd(fh.fileno())
+        fsync_dir(tmp)
         try:
             tmp.rename(dest)
         except OSError:
             if not dest.is_dir():
                 raise
         else:
-            _fsync_dir(dest.parent)
+            fsync_dir(dest.parent)
     finally:
         shutil.rmtree(tmp, ignore_errors=True)
-
-
-def _fsync_dir(path: Path) -> None:
-    fd = os.open(path, os.O_RDONLY)
-    try:
-        os.fsync(fd)
-    finally:
-        os.close(fd)

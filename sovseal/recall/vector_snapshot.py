@@ -29,7 +29,7 @@ from pathlib import Path
 
 import numpy as np
 
-from sovseal.durable import atomic_write, fsync_dir, make_dirs
+from sovseal.durable import atomic_write, fsync_dir, fsync_fd, make_dirs
 
 DIRECTORY = "snapshot"
 _NO_TAIL = np.zeros(0, dtype=np.int32)
@@ -119,7 +119,7 @@ def write_full(
                 out.write(np.ascontiguousarray(matrix[start : min(rows, start + step)], dtype=np.float32).tobytes())
             out.truncate((rows + _spare(rows)) * dim * 4)  # a sparse tail for rows appended in place
             out.flush()
-            os.fsync(out.fileno())
+            fsync_fd(out.fileno())
             _drop_cache(out.fileno())
         fsync_dir(directory)  # the new file's entry is durable before the meta names it
         _write_meta(directory, gen, dim, rows, row_node[:rows], ivf)
@@ -149,7 +149,7 @@ def append(
     fd = os.open(path, os.O_WRONLY)
     try:
         os.pwrite(fd, np.ascontiguousarray(matrix[start:rows], dtype=np.float32).tobytes(), start * dim * 4)
-        os.fsync(fd)
+        fsync_fd(fd)
         _drop_cache(fd)
     finally:
         os.close(fd)

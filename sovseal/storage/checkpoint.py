@@ -30,7 +30,7 @@ from cryptography.hazmat.primitives.ciphers.aead import AESGCM
 from cryptography.hazmat.primitives.kdf.hkdf import HKDF
 
 from sovseal.crypto.primitives import padme
-from sovseal.durable import fsync_dir
+from sovseal.durable import fsync_dir, fsync_fd
 
 MAGIC = b"SOVSEALCP\n"
 VERSION = 2  # 1: the layout was in the clear header (a version-1 file is refused: the journal is replayed)
@@ -88,7 +88,7 @@ def write(path: Path, k_rest: bytes, header: dict[str, Any], arrays: dict[str, n
             for index, chunk in enumerate(_chunks(parts, _CHUNK)):
                 out.write(aead.encrypt(index.to_bytes(12, "big"), chunk, _aad(digest, index, chunks)))
             out.flush()
-            os.fsync(out.fileno())
+            fsync_fd(out.fileno())
             size = out.tell()
         os.replace(temporary, path)
     except BaseException:
