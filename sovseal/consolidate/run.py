@@ -6,7 +6,6 @@ scores what the run itself wrote, and a second run on the same day finds every s
 
 from __future__ import annotations
 
-import fcntl
 import os
 from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
@@ -15,6 +14,8 @@ from datetime import UTC, date, datetime
 from typing import TYPE_CHECKING, Any
 
 from ..errors import InvalidInputError
+from ..errors import UnknownRunError as UnknownRunError  # in the catalogue (sovseal.errors); still importable from here
+from ..filelock import WriterLock
 from . import decay, digest, graph_pass, promotion
 from .context import Context
 from .errors import ConsolidationError
@@ -35,10 +36,6 @@ PASSES: dict[str, Callable[[Context], None]] = {
 NEEDS_MODEL = ("promotion", "graph", "digest")
 MAX_BATCH = 64
 LOCK_FILE = "CONSOLIDATE.lock"
-
-
-class UnknownRunError(ConsolidationError, InvalidInputError):
-    """No consolidation run with that id exists in this store (list them with ``runs()``)."""
 
 
 @dataclass(frozen=True)
@@ -188,18 +185,16 @@ def _consolidate(
 def exclusive(mem: Sovseal) -> Iterator[None]:
     """One consolidation (run or rollback) at a time per store, across processes: ``flock`` on an
     empty ``CONSOLIDATE.lock`` in the store directory (released by the kernel if the process dies)."""
-    fd = os.open(mem.path / LOCK_FILE, os.O_RDWR | os.O_CREAT, 0o600)
+    lock = WriterLock(mem.path / LOCK_FILE, timeout=0.0)
     try:
-        try:
-            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
-        except BlockingIOError:
+        if not lock.try_acquire():
             raise ConsolidationError(
                 f"another consolidation is running on {mem.path}; wait for it to finish (a run that died "
                 "releases the lock, and the next run resumes it)"
-            ) from None
+            )
         yield
     finally:
-        os.close(fd)  # closing the descriptor releases the lock
+        lock.close()  # closing the descriptor releases the lock
 
 
 def _counts(done: list[Step]) -> dict[str, Any]:

@@ -22,7 +22,12 @@ PACKAGE = ROOT / "sovseal"
 OWNERS: dict[tuple[str, str], str] = {
     ("os", "fsync"): "sovseal/durable.py",
     ("fcntl", "F_FULLFSYNC"): "sovseal/durable.py",
+    ("fcntl", "flock"): "sovseal/filelock.py",
+    ("fcntl", "lockf"): "sovseal/filelock.py",
+    ("msvcrt", "locking"): "sovseal/filelock.py",
 }
+_DURABLE = {k: v for k, v in OWNERS.items() if v == "sovseal/durable.py"}
+_LOCKS = {k: v for k, v in OWNERS.items() if v == "sovseal/filelock.py"}
 
 
 def uses(path: Path, wanted: set[tuple[str, str]]) -> list[tuple[int, str, str]]:
@@ -57,8 +62,13 @@ def strays(owners: dict[tuple[str, str], str]) -> list[str]:
 
 
 def test_fsync_only_in_durable() -> None:
-    found = strays(OWNERS)
+    found = strays(_DURABLE)
     assert not found, "durable writes have one owner, sovseal/durable.py; use its helpers:\n" + "\n".join(found)
+
+
+def test_file_locks_only_in_filelock() -> None:
+    found = strays(_LOCKS)
+    assert not found, "file locks have one owner, sovseal/filelock.py; use WriterLock:\n" + "\n".join(found)
 
 
 def test_the_scan_finds_what_it_looks_for(tmp_path: Path) -> None:
