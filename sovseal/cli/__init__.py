@@ -857,7 +857,8 @@ def store(
       printf '%s\\n%s' user.health "$NOTE" | sovseal store - -
     """
     memory_path = _from_stdin(memory_path, key_file, "PATH", line=True)
-    value = _parse_payload(_from_stdin(payload, key_file, "PAYLOAD"), mode)
+    value = _parse_payload(_refuse_empty(_from_stdin(payload, key_file, "PAYLOAD"), payload), mode)
+    _refuse_empty(value if isinstance(value, str) else "-", payload)  # a JSON string that is empty: '""'
     meta = _parse_object(metadata, "--metadata", '{"source": "chat"}')
     with _open(path, branch, key_file) as (mem, _):
         parent_id = resolve_snapshot(mem, parent) if parent is not None else None
@@ -869,6 +870,19 @@ def store(
         click.echo(f"reinforced {_visible(memory_path)} ({_short(result.snapshot_id)} on {_visible(branch)}): it already held this value")
     else:
         click.echo(f"stored {_visible(memory_path)} -> {_short(result.snapshot_id)} on {_visible(branch)}")
+
+
+def _refuse_empty(text: str, given: str) -> str:
+    """``text``, refused (exit 2, nothing stored) when it is empty or only whitespace: an empty
+    payload is almost always a mistake (an unset shell variable, an empty file or pipe), and a
+    memory nothing can recall would be stored silently in its place."""
+    if text.strip():
+        return text
+    where = "stdin held nothing" if given == STDIN else "the argument is empty"
+    raise InvalidInputError(
+        f"PAYLOAD is empty ({where}); nothing was stored: pass the text or JSON to store, as an argument or on "
+        "stdin with `-` (check the variable or file that should hold it); to remove PATH, use `sovseal delete PATH`"
+    )
 
 
 @main.command(short_help="Delete a path (a tombstone; history is kept).")
