@@ -17,12 +17,12 @@ from __future__ import annotations
 import os
 import re
 import threading
-from collections import OrderedDict
 from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 import numpy as np
+from cachetools import LRUCache
 
 from sovseal.embed.model_dir import sha256
 from sovseal.embed.resolve import resolve_model
@@ -85,7 +85,7 @@ class Embedder:
         self._load_lock = threading.Lock()
         self._run_lock = threading.Lock()
         self._cache_lock = threading.Lock()
-        self._query_cache: OrderedDict[str, np.ndarray] = OrderedDict()
+        self._query_cache: LRUCache[str, np.ndarray] = LRUCache(QUERY_CACHE_SIZE)  # under _cache_lock
         self.origin: str | None = None  # where the model was loaded from, once ready
         self.model_sha256: str | None = None  # identifies the vectors: a different digest means re-embed
         self.tokenizer_sha256: str | None = None
@@ -134,13 +134,10 @@ class Embedder:
         with self._cache_lock:
             cached = self._query_cache.get(text)
             if cached is not None:
-                self._query_cache.move_to_end(text)
                 return cached.copy()
         vector: np.ndarray = self.embed_documents([text])[0]
         with self._cache_lock:
-            self._query_cache[text] = vector
-            if len(self._query_cache) > QUERY_CACHE_SIZE:
-                self._query_cache.popitem(last=False)
+            self._query_cache[text] = vector  # the least recently used query goes when it is full
         return vector.copy()
 
     async def aembed_documents(self, texts: Sequence[str]) -> np.ndarray:

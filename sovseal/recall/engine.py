@@ -27,12 +27,12 @@ import json
 import logging
 import threading
 import time
-from collections import OrderedDict
 from collections.abc import Callable
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, TypeVar
 
 import numpy as np
+from cachetools import LRUCache
 
 from sovseal.storage.entries import MEMORY_TYPES, memory_text
 from sovseal.storage.frames import Op
@@ -100,7 +100,7 @@ class RecallEngine:
         self.catalog = Catalog()
         self.keywords = KeywordIndex()
         self._hwm = 0  # every node below this is in the catalog
-        self._queries: OrderedDict[str, np.ndarray] = OrderedDict()
+        self._queries: LRUCache[str, np.ndarray] = LRUCache(QUERY_CACHE_SIZE)  # under _lock
         self._views: dict[bytes, _View] = {}
         self._pairs = _PairCosines()
         self._ready = threading.Event()
@@ -325,13 +325,10 @@ class RecallEngine:
         with self._lock:
             cached = self._queries.get(query)
             if cached is not None:
-                self._queries.move_to_end(query)
                 return cached
         vector: np.ndarray = self._embed([query])[0]
         with self._lock:
-            self._queries[query] = vector
-            while len(self._queries) > QUERY_CACHE_SIZE:
-                self._queries.popitem(last=False)
+            self._queries[query] = vector  # the least recently used query goes when it is full
         return vector
 
     def recall(self, query: str, k: int, tree: Filter | None, branch_name: str) -> list[tuple[Opened, float]]:

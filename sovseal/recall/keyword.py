@@ -16,9 +16,10 @@ from __future__ import annotations
 
 import math
 from array import array
-from collections import Counter, OrderedDict
+from collections import Counter
 
 import numpy as np
+from cachetools import LRUCache
 
 
 class KeywordIndex:
@@ -35,10 +36,9 @@ class KeywordIndex:
         # under _cache_stats: the statistics change with every record added, so a term's
         # contributions are reused only while no record was (a burst of recalls between stores).
         # At most CACHE_POSTINGS postings are kept, however many distinct terms a long-lived
-        # process is asked about.
-        self._cache: OrderedDict[str, tuple[np.ndarray, np.ndarray]] = OrderedDict()
+        # process is asked about (one term with more is kept alone: it counts as the whole budget).
+        self._cache: LRUCache[str, tuple[np.ndarray, np.ndarray]] = LRUCache(CACHE_POSTINGS, getsizeof=_postings)
         self._cache_stats: tuple[int, int, float, float] | None = None
-        self._cached = 0  # postings in _cache
         self._length = np.zeros(1024, dtype=np.float32)
         self.documents = 0
         self._total = 0
@@ -87,9 +87,7 @@ class KeywordIndex:
             self._forget_contributions()
             self._cache_stats = stats
         cached = self._cache.get(term)
-        if cached is not None:
-            self._cache.move_to_end(term)
-        else:
+        if cached is None:
             found = self.postings(term)
             if found is None:
                 return None
@@ -111,16 +109,11 @@ class KeywordIndex:
             out += tf
             scores = (idf * (k1 + 1.0)) * tf
             scores /= out
-            cached = self._cache[term] = (held, scores)
-            self._cached += len(held)
-            while self._cached > CACHE_POSTINGS and len(self._cache) > 1:
-                _, (dropped, _) = self._cache.popitem(last=False)
-                self._cached -= len(dropped)
+            cached = self._cache[term] = (held, scores)  # least recently used terms go to make room
         return cached
 
     def _forget_contributions(self) -> None:
         self._cache.clear()
-        self._cached = 0
 
     def best(
         self, terms: list[str], size: int, k1: float, b: float, allowed: np.ndarray, want: int
@@ -230,6 +223,12 @@ class KeywordIndex:
 
 #: Postings whose BM25 contributions are kept between recalls (about 12 bytes each: 48 MB).
 CACHE_POSTINGS = 4_000_000
+
+
+def _postings(contributions: tuple[np.ndarray, np.ndarray]) -> int:
+    """A cached term's size: its postings, capped at the whole budget, so that a term with more
+    than CACHE_POSTINGS is still kept (alone) instead of being refused by the cache."""
+    return min(len(contributions[0]), CACHE_POSTINGS)
 
 #: A query whose postings number at least 1/_DENSE_SHARE of the nodes is scored in an array over
 #: the nodes (see KeywordIndex.best): from there on merging them sparsely costs more.

@@ -3,7 +3,9 @@
 What it proves: in sovseal/, only ``sovseal/durable.py`` calls ``os.fsync`` or ``fcntl.F_FULLFSYNC``
 (so every durable write gets the macOS full fsync and the durability audit sees every fsync), and
 only ``sovseal/filelock.py`` takes a file lock (``fcntl.flock``, ``fcntl.lockf``,
-``msvcrt.locking``). A second home for either is how the mechanisms drifted apart before.
+``msvcrt.locking``), and no module (nor a framework package) hand-writes an LRU cache on an
+``OrderedDict`` (``move_to_end``, ``popitem(last=False)``): caches are ``cachetools``'. A second
+home for any of them is how the mechanisms drifted apart before.
 
 How: each source file is parsed (nothing is imported) and every ``module.name`` attribute and
 every ``from module import name`` is matched, so a docstring that mentions fsync does not count
@@ -17,6 +19,8 @@ from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[2]
 PACKAGE = ROOT / "sovseal"
+#: Where caches are looked for: the engine and the framework packages.
+CACHE_ROOTS = [PACKAGE, ROOT / "integrations"]
 
 #: (module, name) -> the one file allowed to use it, relative to the repository root.
 OWNERS: dict[tuple[str, str], str] = {
@@ -71,6 +75,34 @@ def test_file_locks_only_in_filelock() -> None:
     assert not found, "file locks have one owner, sovseal/filelock.py; use WriterLock:\n" + "\n".join(found)
 
 
+def hand_written_lru(path: Path) -> list[int]:
+    """Lines of ``x.move_to_end(...)`` and ``x.popitem(last=False)`` calls: an OrderedDict LRU."""
+    tree = ast.parse(path.read_text(encoding="utf-8"), filename=str(path))
+    return sorted(
+        node.lineno
+        for node in ast.walk(tree)
+        if isinstance(node, ast.Call)
+        and isinstance(node.func, ast.Attribute)
+        and (
+            node.func.attr == "move_to_end"
+            or (
+                node.func.attr == "popitem"
+                and any(k.arg == "last" and isinstance(k.value, ast.Constant) and k.value.value is False for k in node.keywords)
+            )
+        )
+    )
+
+
+def test_no_hand_written_lru_cache() -> None:
+    found = [
+        f"{path.relative_to(ROOT).as_posix()}:{line}"
+        for root in CACHE_ROOTS
+        for path in sorted(root.rglob("*.py"))
+        for line in hand_written_lru(path)
+    ]
+    assert not found, "caches have one owner: use cachetools.LRUCache instead of an OrderedDict:\n" + "\n".join(found)
+
+
 def test_the_scan_finds_what_it_looks_for(tmp_path: Path) -> None:
     """The check can fail: plain, aliased and from-imported uses are all found."""
     sample = tmp_path / "sample.py"
@@ -85,3 +117,6 @@ def test_the_scan_finds_what_it_looks_for(tmp_path: Path) -> None:
         (5, "os", "fsync"),
         (6, "fcntl", "flock"),
     ]
+    lru = tmp_path / "lru.py"
+    lru.write_text("def f(d, k):\n    d.move_to_end(k)\n    d.popitem(last=False)\n    d.popitem()\n", encoding="utf-8")
+    assert hand_written_lru(lru) == [2, 3]

@@ -74,7 +74,8 @@ def test_query_cache_is_lru_and_bounded(built_dir: Path, monkeypatch: pytest.Mon
         e.embed_query(f"q{i}")
     e.embed_query("q0")  # refresh q0: q1 is now the oldest
     e.embed_query("one more")
-    assert list(e._query_cache) == ["q2", "q3", "q0", "one more"]
+    least_recent_first = [e._query_cache.popitem()[0] for _ in range(len(e._query_cache))]
+    assert least_recent_first == ["q2", "q3", "q0", "one more"]
 
 
 def test_async_twins(embedder: Embedder) -> None:

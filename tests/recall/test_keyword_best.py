@@ -115,14 +115,29 @@ def test_the_contributions_kept_between_recalls_are_bounded(monkeypatch: pytest.
         index.add(n, words)
     allowed = np.ones(1000, dtype=bool)
     first = {t: index.best([t], 1000, K1, B, allowed, 10)[0].tolist() for t in (f"t{i}" for i in range(40))}
-    assert index._cached <= 250 and len(index._cache) == 10  # 10 terms of 25 postings
+    assert index._cache.currsize <= 250 and len(index._cache) == 10  # 10 terms of 25 postings
     assert list(index._cache)[-1] == "t39"  # the most recent last
     index.best(["u1"], 1000, K1, B, allowed, 10)
-    assert index._cached <= 250 and "u1" in index._cache and "t0" not in index._cache  # the oldest went
+    assert index._cache.currsize <= 250 and "u1" in index._cache and "t0" not in index._cache  # the oldest went
     again = {t: index.best([t], 1000, K1, B, allowed, 10)[0].tolist() for t in first}
     assert again == first
     index.best(["u2", "u3", "u4"], 1000, K1, B, allowed, 10)
-    assert index._cached <= 250 and "u4" in index._cache
+    assert index._cache.currsize <= 250 and "u4" in index._cache
     index.add(1000, ["t1"])
     index.best(["t1"], 1001, K1, B, np.ones(1001, dtype=bool), 10)
     assert list(index._cache) == ["t1"]  # computed under the new statistics only
+
+
+def test_a_term_with_more_postings_than_the_budget_is_kept_alone(monkeypatch: pytest.MonkeyPatch) -> None:
+    """A term holding more than CACHE_POSTINGS postings is still kept (alone, every other term goes)
+    and goes first when a term asked for after it needs room."""
+    monkeypatch.setattr(keyword, "CACHE_POSTINGS", 10)
+    index = KeywordIndex()
+    for n in range(50):
+        index.add(n, ["big"] + (["small"] if n < 3 else []) + (["other"] if n >= 45 else []))
+    allowed = np.ones(50, dtype=bool)
+    index.best(["small"], 50, K1, B, allowed, 5)
+    index.best(["big"], 50, K1, B, allowed, 5)
+    assert list(index._cache) == ["big"]
+    index.best(["other"], 50, K1, B, allowed, 5)
+    assert list(index._cache) == ["other"]

@@ -17,10 +17,11 @@ from __future__ import annotations
 import bisect
 import threading
 import time
-from collections import OrderedDict
 from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any, TypeVar
+
+from cachetools import LRUCache
 
 from sovseal import Sovseal
 from sovseal.errors import IntegrityError, InvalidInputError, UnknownBranchError
@@ -186,7 +187,7 @@ class Threads:
         self._views: dict[str, Sovseal] = {}  # branch -> a view of the handle on it
         # Payloads opened and verified, or sealed, by snapshot id (records never change; a cached
         # payload is never mutated), least recently used first.
-        self._opened: OrderedDict[str, Opened] = OrderedDict()
+        self._opened: LRUCache[str, Opened] = LRUCache(_OPENED_CACHE)
         # While a batch decodes: the remembered records it returns, rechecked in one call at the end.
         self._deferred: list[str] | None = None
 
@@ -391,11 +392,7 @@ class Threads:
         return decoded
 
     def _remember(self, sid: str, record: Opened) -> None:
-        if sid in self._opened:
-            self._opened.move_to_end(sid)
-        self._opened[sid] = record
-        if len(self._opened) > _OPENED_CACHE:
-            self._opened.popitem(last=False)
+        self._opened[sid] = record  # the most recent; the least recently used goes when it is full
 
     # -- writing records ---------------------------------------------------------------------------------
 
