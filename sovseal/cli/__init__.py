@@ -1460,17 +1460,21 @@ def import_(file: str, path: str | None, key_file: str | None, as_json: bool) ->
     """
     directory = store_dir(path or None)
     with open(file, "rb") as src:
-        header, _ = read_backup_header(src)
+        read_backup_header(src)  # a file that is not a backup is refused before the key is looked up
         master, _ = _store_key(directory, key_file)  # never a new key: it must be the source store's
         src.seek(0)
         mem, _ = open_store(directory, key=master, create=True, embedder=EMBEDDER)
         with mem, _progress("importing") as progress:
+            held = len(mem.export_items())  # counted in the store itself: the backup cannot say what is new here
             info = import_backup(mem, master, src, progress=progress)
+            new = len(mem.export_items()) - held
             heads = branch_heads(mem)
+    present = info.items - new
     if as_json:
-        _emit_json({"path": str(directory.absolute()), "items": info.items, "branches": heads})
+        _emit_json({"path": str(directory.absolute()), "items": info.items, "new": new, "present": present, "branches": heads})
     else:
-        click.echo(f"imported {_count(header['items'], 'item')} into {directory}: branches {', '.join(sorted(heads))}")
+        already = f" ({present} already present)" if present else ""
+        click.echo(f"imported {_count(new, 'new item')}{already} into {directory}: branches {', '.join(sorted(heads))}")
 
 
 # -- keys ------------------------------------------------------------------------------------------

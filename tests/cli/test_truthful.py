@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+from pathlib import Path
 
 import pytest
 
@@ -26,3 +27,28 @@ def test_a_payload_that_is_not_empty_is_still_stored(store: Run) -> None:
     store("store", "x", "-", input="  some text  ")
     assert store.json("get", "x")["payload"] == "  some text  "
     assert json.loads(store("get", "x", "--json").stdout)["path"] == "x"
+
+
+# -- import says how many items were new -----------------------------------------------------------
+
+
+def test_import_says_how_many_items_were_new(store: Run, tmp_path: Path) -> None:
+    for i in range(3):
+        store("store", f"user.fact{i}", f"fact number {i}")
+    store("fork", "--name", "side")
+    backup = tmp_path / "backup.sovseal"
+    store("export", str(backup))
+    total = store.json("import", str(backup))["items"]  # into the store it came from: nothing is new
+    fresh = {"SOVSEAL_HOME": str(tmp_path / "fresh")}
+    key = tmp_path / "key.txt"
+    key.write_text(store("key", "export").stdout)
+    store("key", "import", "-", input=key.read_text(), **fresh)
+    first = store("import", str(backup), **fresh).stdout
+    assert first.startswith(f"imported {total} new items into ") and "already" not in first
+    again = store("import", str(backup), **fresh).stdout
+    assert again.startswith(f"imported 0 new items ({total} already present) into "), again
+    data = store.json("import", str(backup), **fresh)
+    assert (data["items"], data["new"], data["present"]) == (total, 0, total)
+    store("store", "user.fact9", "one more")  # the source moves on: a new backup has one new item
+    store("export", str(backup), "--force")
+    assert store("import", str(backup), **fresh).stdout.startswith(f"imported 1 new item ({total} already present) into ")
