@@ -219,3 +219,8 @@ class MemoryNotFoundError(InvalidInputError, KeyError):
 
 class AmbiguousSnapshotError(InvalidInputError):
     """A snapshot id prefix matches more than one snapshot."""
+
+
+class MissingExtraError(SovsealError, ImportError):
+    """A part of sovseal that ships as a pip extra (the replication server, the MCP server) is used
+    without it: the message is one line naming the ``pip install`` to run (``sovseal.extras``)."""
