@@ -11,7 +11,9 @@ from __future__ import annotations
 import os
 from pathlib import Path
 
-ENV_HOME = "SOVSEAL_HOME"
+from . import settings
+
+ENV_HOME = settings.HOME.name
 
 
 def resolve_path(path: str | os.PathLike[str]) -> Path:
@@ -22,7 +24,7 @@ def resolve_path(path: str | os.PathLike[str]) -> Path:
 
 def default_home() -> Path:
     """``$SOVSEAL_HOME`` (expanded and resolved), else ``~/.sovseal``."""
-    return resolve_path(os.environ.get(ENV_HOME) or "~/.sovseal")
+    return resolve_path(settings.HOME.get())
 
 
 def store_dir(path: str | os.PathLike[str] | None) -> Path:

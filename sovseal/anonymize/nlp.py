@@ -22,9 +22,10 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from .. import settings
 from ..errors import AnonymizerUnavailableError
 
-ENV_MODEL = "SOVSEAL_NER_MODEL"
+ENV_MODEL = settings.NER_MODEL.name
 #: Installed packages tried in this order when nothing is configured (largest, most accurate first).
 PREFERRED = ("en_core_web_lg", "en_core_web_md", "en_core_web_sm", "en_core_web_trf")
 BLANK = "blank:en"
@@ -44,7 +45,7 @@ class Pipeline:
 
 def choose(configured: str | os.PathLike[str] | None) -> str:
     """Which pipeline to load: the configured one, an installed English model, or blank."""
-    setting = os.fspath(configured) if configured is not None else os.environ.get(ENV_MODEL, "")
+    setting = os.fspath(configured) if configured is not None else settings.NER_MODEL.get() or ""
     if setting.strip().lower() in ("none", "blank", BLANK):
         return BLANK
     if setting.strip():

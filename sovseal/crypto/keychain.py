@@ -28,6 +28,7 @@ import uuid
 from pathlib import Path
 from typing import TYPE_CHECKING
 
+from sovseal import settings
 from sovseal.durable import fsync_dir, fsync_fd
 from sovseal.errors import InvalidInputError, KeyUnavailableError
 
@@ -45,6 +46,7 @@ __all__ = [
     "key_file_path",
     "load_master_key",
     "promote_staged_key",
+    "resolve_key",
     "stage_next_key",
     "staged_key",
     "store_master_key",
@@ -52,7 +54,7 @@ __all__ = [
 ]
 
 KEYRING_SERVICE = "sovseal"
-FALLBACK_ENV = "SOVSEAL_KEY_FALLBACK"
+FALLBACK_ENV = settings.KEY_FALLBACK.name
 _EXPORT_PREFIX = "sovseal-key-v1"
 _STORE_FILE = "store.json"
 _POSIX = os.name == "posix"
@@ -338,7 +340,7 @@ def _write_key_file(path: Path, master: bytes) -> bytes:
 
 def _fallback_enabled() -> bool:
     """True only for the explicit opt-in ``SOVSEAL_KEY_FALLBACK=file``."""
-    return os.environ.get(FALLBACK_ENV, "").strip().lower() == "file"
+    return settings.KEY_FALLBACK.get()
 
 
 # --- public entry points --------------------------------------------------------------------------
@@ -363,6 +365,22 @@ def load_master_key(store_dir: Path, *, create: bool = True) -> tuple[bytes, str
             f"device, import that device's exported key (or pass key=). {_NO_KEYCHAIN_HELP}"
         )
     return _save(store_dir, os.urandom(KEY_SIZE), keychain)
+
+
+def resolve_key(store_dir: Path, *, key_text: str | None = None, create: bool = False) -> tuple[bytes, str]:
+    """The store's master key as every front end finds it; returns (key, where it came from).
+
+    Order: ``key_text`` (an exported key, e.g. read from ``--key-file``: backend ``explicit``), then
+    ``$SOVSEAL_KEY`` (``env:SOVSEAL_KEY``; a malformed one raises InvalidInputError naming the variable,
+    never its value), then :func:`load_master_key` (which makes a key only with ``create``). A key
+    given as text is used and saved nowhere.
+    """
+    if key_text is not None:
+        return import_key(key_text), "explicit"
+    given = settings.KEY.read(import_key)
+    if given is not None:
+        return given, f"env:{settings.KEY.name}"
+    return load_master_key(store_dir, create=create)
 
 
 def store_master_key(store_dir: Path, master: bytes | str) -> str:

@@ -17,6 +17,7 @@ import importlib.util
 import os
 from pathlib import Path
 
+from sovseal import settings
 from sovseal.embed import hub
 from sovseal.embed.model_dir import (
     MODEL,
@@ -38,13 +39,13 @@ DOWNLOADED = "all-MiniLM-L6-v2-xenova-int8"
 
 def models_root() -> Path:
     """``$SOVSEAL_HOME/models``, ``~/.sovseal/models`` by default."""
-    home = os.environ.get("SOVSEAL_HOME")
+    home = settings.HOME.given()
     return (Path(home) if home else Path.home() / ".sovseal") / "models"
 
 
 def resolve_model(model_dir: str | os.PathLike[str] | None, *, allow_download: bool) -> ModelFiles:
     """Return verified model bytes from the first source that has them (see the module docstring)."""
-    explicit = model_dir if model_dir is not None else os.environ.get("SOVSEAL_MODEL_DIR") or None
+    explicit = model_dir if model_dir is not None else settings.MODEL_DIR.get()
     root = models_root()
     remedy = _remedy(root)
     if explicit is not None:

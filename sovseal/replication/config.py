@@ -13,18 +13,18 @@ loopback hosts (a server on this machine, or a local TLS-terminating proxy), unl
 from __future__ import annotations
 
 import ipaddress
-import os
 from dataclasses import dataclass
 from urllib.parse import urlsplit
 
+from .. import settings
 from ..errors import InvalidInputError
 
-ENDPOINT_ENV = "SOVSEAL_ENDPOINT"
-API_KEY_ENV = "SOVSEAL_API_KEY"
-PROJECT_ENV = "SOVSEAL_PROJECT"
-INSECURE_ENV = "SOVSEAL_ALLOW_INSECURE_HTTP"
-LOG_BODIES_ENV = "SOVSEAL_LOG_REPLICATION_BODIES"
-DEFAULT_PROJECT = "default"
+ENDPOINT_ENV = settings.ENDPOINT.name
+API_KEY_ENV = settings.API_KEY.name
+PROJECT_ENV = settings.PROJECT.name
+INSECURE_ENV = settings.ALLOW_INSECURE_HTTP.name
+LOG_BODIES_ENV = settings.LOG_REPLICATION_BODIES.name
+DEFAULT_PROJECT = settings.PROJECT.default
 DEFAULT_MAX_OUTBOX_BYTES = 256 * 1024 * 1024
 
 
@@ -89,7 +89,7 @@ def check_endpoint(endpoint: str) -> str:
     parts = urlsplit(endpoint)
     if parts.scheme not in ("http", "https") or not parts.hostname:
         raise InvalidInputError(f"endpoint must be an http(s) URL like https://sync.example.com, got {endpoint!r}")
-    if parts.scheme == "http" and not _loopback(parts.hostname) and os.environ.get(INSECURE_ENV) != "1":
+    if parts.scheme == "http" and not _loopback(parts.hostname) and not settings.ALLOW_INSECURE_HTTP.get():
         raise InvalidInputError(
             f"endpoint {endpoint!r} is plain http to a non-loopback host: the API key would travel in the clear. "
             f"Use https, or set {INSECURE_ENV}=1 if a trusted network or proxy protects it."
@@ -99,20 +99,20 @@ def check_endpoint(endpoint: str) -> str:
 
 def resolve_target(endpoint: str | None, api_key: str | None, project: str | None) -> Target | None:
     """Arguments first, then the environment; None when replication is off."""
-    endpoint = os.environ.get(ENDPOINT_ENV, "") if endpoint is None else endpoint
+    endpoint = (settings.ENDPOINT.get() or "") if endpoint is None else endpoint
     if not endpoint:
         return None
-    api_key = api_key if api_key is not None else os.environ.get(API_KEY_ENV, "")
+    api_key = api_key if api_key is not None else settings.API_KEY.get() or ""
     if not api_key:
         raise InvalidInputError(
             f"replication to {endpoint} needs an API key: pass api_key=... or set {API_KEY_ENV} "
             "(create one on the server with `sovseal serve --create-key`)"
         )
-    project = project if project is not None else os.environ.get(PROJECT_ENV, DEFAULT_PROJECT)
+    project = project if project is not None else settings.PROJECT.get()
     if not isinstance(project, str) or not project:
         raise InvalidInputError("project must be a non-empty string")
     return Target(check_endpoint(endpoint), api_key, project)
 
 
 def log_bodies() -> bool:
-    return os.environ.get(LOG_BODIES_ENV, "") == "1"
+    return settings.LOG_REPLICATION_BODIES.get()

@@ -11,9 +11,11 @@ import logging
 import threading
 from collections.abc import Callable
 
+from .. import settings
+
 log = logging.getLogger(__name__)
 
-ENV_SYNC_INTERVAL = "SOVSEAL_SYNC_INTERVAL"
+ENV_SYNC_INTERVAL = settings.SYNC_INTERVAL.name
 
 
 class PeriodicPull:

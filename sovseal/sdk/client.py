@@ -21,12 +21,14 @@ from concurrent.futures import ThreadPoolExecutor
 from datetime import UTC, datetime
 from typing import TYPE_CHECKING, Any, TypeVar
 
-from sovseal.crypto.keychain import coerce_key, load_master_key
+from sovseal import settings
+from sovseal.crypto.keychain import coerce_key, resolve_key
 from sovseal.errors import (
     EmbedderMismatchError,
     IntegrityError,
     InvalidInputError,
     KeyRotatedError,
+    KeyUnavailableError,
     SovsealError,
     StorageError,
     StoreClosedError,
@@ -37,7 +39,7 @@ from sovseal.models import Conflict, LogEntry, Memory, PurgeResult, Status, Stor
 from sovseal.paths import store_dir, store_exists
 from sovseal.replication import DEFAULT_MAX_OUTBOX_BYTES, ReplicatedStatus, ReplicationConfig
 from sovseal.replication import start as start_replication
-from sovseal.replication.periodic import ENV_SYNC_INTERVAL, PeriodicPull
+from sovseal.replication.periodic import PeriodicPull
 from sovseal.storage.entries import Entry, make_entry, memory_text
 from sovseal.storage.frames import Op
 from sovseal.storage.store import CHECKPOINT_ON_CLOSE, DEFAULT_BRANCH, Appended, LocalStore, Opened
@@ -145,8 +147,9 @@ class Sovseal:
     """A local-first, encrypted, lineage-tracked memory store.
 
     ``path`` is the store directory (default ``$SOVSEAL_HOME`` or ``~/.sovseal``). ``key`` is the
-    32-byte master key or its exported text; without it the key comes from the OS keychain (or
-    the key file when ``SOVSEAL_KEY_FALLBACK=file``). ``embedder`` is any ``embed(texts) ->
+    32-byte master key or its exported text; without it the key is ``$SOVSEAL_KEY`` (an exported
+    key, used and saved nowhere, as the command line and the MCP server use it), else the one in the
+    OS keychain (or the key file when ``SOVSEAL_KEY_FALLBACK=file``). ``embedder`` is any ``embed(texts) ->
     vectors`` callable; the default is the on-device all-MiniLM-L6-v2.
 
     Replication (write-behind, ciphertext only) starts when an ``endpoint`` is given or
@@ -186,9 +189,19 @@ class Sovseal:
         if key is not None:
             master, self.key_backend = coerce_key(key), "explicit"
         else:
-            # An existing store never gets a fresh key: that key could not open it.
-            master, self.key_backend = load_master_key(self.path, create=not store_exists(self.path))
-        self._store = LocalStore(self.path, master, lock_timeout=lock_timeout, read_only=read_only)
+            # $SOVSEAL_KEY, else the keychain or key file; an existing store never gets a fresh key:
+            # that key could not open it.
+            master, self.key_backend = resolve_key(self.path, create=not store_exists(self.path))
+        try:
+            self._store = LocalStore(self.path, master, lock_timeout=lock_timeout, read_only=read_only)
+        except KeyUnavailableError as exc:
+            if type(exc) is not KeyUnavailableError or self.key_backend != f"env:{settings.KEY.name}":
+                raise
+            # Say where the wrong key came from: the message above advises key=, which was not given.
+            raise KeyUnavailableError(
+                f"{exc} The key came from {settings.KEY.name}: set it to this store's exported key, or unset it to use the key "
+                "saved for the store."
+            ) from None
         try:
             self._store.branch(branch)  # an unknown branch fails here, not on first use
         except IntegrityError:
@@ -215,12 +228,17 @@ class Sovseal:
         except BaseException:
             self._store.close()
             raise
-        if sync_interval is None and os.environ.get(ENV_SYNC_INTERVAL):
-            sync_interval = float(os.environ[ENV_SYNC_INTERVAL])
         #: The background pull (``sync_interval``), or None.
         self.syncing: PeriodicPull | None = None
-        if sync_interval is not None and self.replication is not None:
-            self.syncing = PeriodicPull(self.pull, sync_interval)
+        if self.replication is not None:  # without replication there is nothing to pull: the variable is not read
+            try:
+                interval = sync_interval if sync_interval is not None else settings.SYNC_INTERVAL.given()
+                if interval is not None:
+                    self.syncing = PeriodicPull(self.pull, interval)
+            except BaseException:
+                self.replication.close()
+                self._store.close()
+                raise
 
     # -- lifecycle -----------------------------------------------------------------------
 

@@ -10,10 +10,11 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from sovseal import settings
 from sovseal.errors import InvalidInputError, KeyUnavailableError, StoreNotFoundError
 from sovseal.paths import store_dir, store_exists
 
-from .opening import ENV_KEY, resolve_key
+from .opening import resolve_key
 
 log = logging.getLogger(__name__)
 
@@ -61,7 +62,7 @@ def rotate_key(
     directory = store_dir(path)
     if not store_exists(directory):
         raise StoreNotFoundError.at(directory)
-    explicit = key_text is not None or bool(os.environ.get(ENV_KEY))
+    explicit = key_text is not None or settings.KEY.is_set()
     if explicit and new_key is None:
         raise InvalidInputError(
             "this store's key is passed explicitly (--key-file or SOVSEAL_KEY), so sovseal does not keep it: pass the "
@@ -129,7 +130,7 @@ def retire_old_project(path: str | os.PathLike[str] | None = None, *, api_key: s
     The items are redactions sealed under the old key (ciphertext and keyed ids only); the API key is
     the one bound to the old project (default ``$SOVSEAL_API_KEY``).
     """
-    from sovseal.replication.config import API_KEY_ENV, ReplicationConfig, Target
+    from sovseal.replication.config import ReplicationConfig, Target
     from sovseal.replication.http import Transport
     from sovseal.replication.protocol import encode_push
     from sovseal.storage.wire import WireItem
@@ -139,7 +140,7 @@ def retire_old_project(path: str | os.PathLike[str] | None = None, *, api_key: s
     if not pending.exists():
         return True
     data = json.loads(pending.read_text())
-    key = api_key if api_key is not None else os.environ.get(API_KEY_ENV, "")
+    key = api_key if api_key is not None else settings.API_KEY.get() or ""
     transport = Transport(Target(data["endpoint"], key, "retired"), data["project"], ReplicationConfig())
     try:
         for raw in data["items"]:

@@ -7,31 +7,28 @@ import os
 from pathlib import Path
 from typing import TYPE_CHECKING
 
+from sovseal import settings
 from sovseal.errors import StoreNotFoundError
 from sovseal.paths import store_dir, store_exists
 
 if TYPE_CHECKING:  # the store, the keychain and the ciphers load when used: `sovseal --help` needs none
     from .client import EmbedFn, Sovseal
 
-ENV_BRANCH = "SOVSEAL_BRANCH"
-ENV_KEY = "SOVSEAL_KEY"  # an exported key (``sovseal-key-v1:...``) given through the environment
+ENV_BRANCH = settings.BRANCH.name
+ENV_KEY = settings.KEY.name  # an exported key (``sovseal-key-v1:...``) given through the environment
 
 
 def resolve_key(path: Path, *, key_text: str | None = None, create: bool = False) -> tuple[bytes, str]:
-    """The store's master key and where it came from.
+    """The store's master key and where it came from (:func:`sovseal.crypto.keychain.resolve_key`,
+    which ``Sovseal()`` uses too, imported when a key is looked up: ``sovseal --help`` needs no keychain).
 
     Order: ``key_text`` (an exported key, e.g. read from ``--key-file``), then ``$SOVSEAL_KEY``, then
-    the OS keychain or the key file (:func:`sovseal.crypto.keychain.load_master_key`). A key is created only
-    with ``create``: opening an existing store never makes a new key, which would not open it.
+    the OS keychain or the key file. A key is created only with ``create``: opening an existing store
+    never makes a new key, which would not open it.
     """
-    from sovseal.crypto.keychain import import_key, load_master_key
+    from sovseal.crypto.keychain import resolve_key as resolve
 
-    if key_text is not None:
-        return import_key(key_text), "explicit"
-    env = os.environ.get(ENV_KEY)
-    if env:
-        return import_key(env), f"env:{ENV_KEY}"
-    return load_master_key(path, create=create)
+    return resolve(path, key_text=key_text, create=create)
 
 
 def open_store(
@@ -56,7 +53,7 @@ def open_store(
         backend = "explicit"
     else:
         key, backend = resolve_key(directory, key_text=key_text, create=create and not store_exists(directory))
-    branch = branch or os.environ.get(ENV_BRANCH) or "main"
+    branch = branch or settings.BRANCH.get()
     from .client import Sovseal
 
     return Sovseal(directory, key=key, branch=branch, embedder=embedder), backend

@@ -13,41 +13,41 @@ number, or is out of range, fails at start-up with :class:`LimitError`, never at
 from __future__ import annotations
 
 import math
-import os
 from dataclasses import dataclass, field, fields
+from typing import Any
 
+from .. import settings
 from ..errors import InvalidInputError
 
 #: Environment variables for the fields that have one (the CLI passes ``max_body`` itself).
-ENV = {
-    "max_held_items": "SOVSEAL_SERVER_MAX_HELD_ITEMS",
-    "max_held_bytes": "SOVSEAL_SERVER_MAX_HELD_BYTES",
-    "header_timeout": "SOVSEAL_SERVER_HEADER_TIMEOUT",
-    "body_timeout": "SOVSEAL_SERVER_BODY_TIMEOUT",
-    "max_connections": "SOVSEAL_SERVER_MAX_CONNECTIONS",
+_SETTINGS: dict[str, settings.Setting[Any]] = {
+    "max_held_items": settings.SERVER_MAX_HELD_ITEMS,
+    "max_held_bytes": settings.SERVER_MAX_HELD_BYTES,
+    "header_timeout": settings.SERVER_HEADER_TIMEOUT,
+    "body_timeout": settings.SERVER_BODY_TIMEOUT,
+    "max_connections": settings.SERVER_MAX_CONNECTIONS,
 }
+ENV = {name: setting.name for name, setting in _SETTINGS.items()}
 
 
 class LimitError(InvalidInputError):
     """A limit (argument or environment variable) that is not a usable number: ``sovseal serve`` says so and exits."""
 
 
-def _from_env(name: str, default: float) -> float:
-    text = os.environ.get(ENV[name], "").strip()
-    if not text:
-        return default
+def _from_env(name: str) -> Any:
+    """The field's setting (its default when unset); a bad value is a LimitError, raised at start-up."""
     try:
-        return type(default)(text)
-    except ValueError:
-        raise LimitError(f"{ENV[name]}={text!r} is not {'an integer' if isinstance(default, int) else 'a number'}") from None
+        return _SETTINGS[name].get()
+    except InvalidInputError as exc:
+        raise LimitError(str(exc)) from None
 
 
-def _env_int(name: str, default: int) -> int:
-    return field(default_factory=lambda: int(_from_env(name, default)))
+def _env_int(name: str) -> int:
+    return field(default_factory=lambda: int(_from_env(name)))
 
 
-def _env_float(name: str, default: float) -> float:
-    return field(default_factory=lambda: float(_from_env(name, default)))
+def _env_float(name: str) -> float:
+    return field(default_factory=lambda: float(_from_env(name)))
 
 
 @dataclass(frozen=True, slots=True)
@@ -65,16 +65,16 @@ class Limits:
     #: Items of one project held back until what they wait for arrives, and their bytes. A push
     #: that would hold more is refused whole with 429 (nothing stored); it succeeds once the
     #: missing items arrive and the held ones are released.
-    max_held_items: int = _env_int("max_held_items", 10_000)
-    max_held_bytes: int = _env_int("max_held_bytes", 64 * 1024 * 1024)
+    max_held_items: int = _env_int("max_held_items")  # default 10,000: settings.SERVER_MAX_HELD_ITEMS
+    max_held_bytes: int = _env_int("max_held_bytes")  # default 64 MiB
     #: Seconds a connection gets to send a request's line and headers (from connecting, or from
     #: the end of the previous response on a kept-alive connection), then it is closed.
-    header_timeout: float = _env_float("header_timeout", 10.0)
+    header_timeout: float = _env_float("header_timeout")  # default 10 s
     #: Seconds a push gets to send its whole body (the client itself gives up after 30), then 408.
-    body_timeout: float = _env_float("body_timeout", 30.0)
+    body_timeout: float = _env_float("body_timeout")  # default 30 s
     #: Open connections; more are closed as soon as accepted. Capped at start-up so that they
     #: always leave file descriptors for the database (see ``runner.connection_cap``).
-    max_connections: int = _env_int("max_connections", 1000)
+    max_connections: int = _env_int("max_connections")  # default 1000
 
     def __post_init__(self) -> None:
         for f in fields(self):

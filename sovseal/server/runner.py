@@ -10,13 +10,13 @@ any race for the port. Both run uvicorn with the guarded h11 protocol of
 from __future__ import annotations
 
 import logging
-import os
 import socket
 import threading
 import time
 from pathlib import Path
 from typing import TYPE_CHECKING
 
+from .. import settings
 from ..paths import resolve_path
 from .app import create_app
 from .db import PostgresDatabase, open_database
@@ -27,10 +27,10 @@ from .storage import Storage
 if TYPE_CHECKING:  # uvicorn loads only to serve: opening storage or creating an API key needs no web server
     import uvicorn
 
-DEFAULT_DATABASE_ENV = "SOVSEAL_SERVER_DATABASE"
+DEFAULT_DATABASE_ENV = settings.SERVER_DATABASE.name
 #: PostgreSQL least privilege: pushes connect with this URL (the writer role), pulls with the next (the reader).
-WRITER_URL_ENV = "SOVSEAL_SERVER_WRITER_URL"
-READER_URL_ENV = "SOVSEAL_SERVER_READER_URL"
+WRITER_URL_ENV = settings.SERVER_WRITER_URL.name
+READER_URL_ENV = settings.SERVER_READER_URL.name
 #: Connections the kernel queues for accept. asyncio accepts a whole queue in one burst, before
 #: the connection cap sees any of them, so it must fit in the descriptors kept in reserve.
 BACKLOG = 128
@@ -44,7 +44,7 @@ log = logging.getLogger("sovseal.server")
 
 def default_database() -> str:
     """``$SOVSEAL_SERVER_DATABASE``, else ``~/.sovseal-server/replication.sqlite3``."""
-    return os.environ.get(DEFAULT_DATABASE_ENV) or str(resolve_path("~/.sovseal-server/replication.sqlite3"))
+    return settings.SERVER_DATABASE.given() or str(resolve_path(settings.SERVER_DATABASE.default))
 
 
 def _role(url: str, what: str) -> Role:
@@ -69,8 +69,8 @@ def open_storage(database: str | Path | None = None, *, writer: str | None = Non
     is then the *owner's* URL, used only to migrate and grant (and to set the roles' passwords when
     their URLs carry one); without it the schema must already be current.
     """
-    writer = writer if writer is not None else os.environ.get(WRITER_URL_ENV) or None
-    reader = reader if reader is not None else os.environ.get(READER_URL_ENV) or None
+    writer = writer if writer is not None else settings.SERVER_WRITER_URL.get()
+    reader = reader if reader is not None else settings.SERVER_READER_URL.get()
     if not writer and not reader:
         storage = Storage(open_database(database or default_database()))
         storage.migrate()
@@ -78,7 +78,7 @@ def open_storage(database: str | Path | None = None, *, writer: str | None = Non
     if not (writer and reader):
         raise ValueError(f"least privilege needs both roles: set {WRITER_URL_ENV} and {READER_URL_ENV} (or neither)")
     roles = Roles(reader=_role(reader, "reader"), writer=_role(writer, "writer"))
-    owner_url = str(database) if database else os.environ.get(DEFAULT_DATABASE_ENV)
+    owner_url = str(database) if database else settings.SERVER_DATABASE.given()
     if owner_url:
         owner = open_database(owner_url)
         try:
