@@ -1,4 +1,8 @@
-"""Encrypted backup files: ``sovseal export`` and ``sovseal import`` (docs/design.md, "Backup files")."""
+"""Encrypted backup files: ``sovseal export`` and ``sovseal import`` (docs/design.md, "Chunked sealed files (backups and checkpoints)").
+
+The sealed body is a :data:`sovseal.crypto.stream.BACKUP` chunk stream; this module owns the clear
+header and what the body holds.
+"""
 
 from __future__ import annotations
 
@@ -20,8 +24,6 @@ if TYPE_CHECKING:
 log = logging.getLogger(__name__)
 
 _BACKUP_MAGIC = b"sovseal-backup v1\n"
-_BACKUP_INFO = b"sovseal/v1/backup"
-_CHUNK = 1 << 20
 _MAX_HEADER = 64 * 1024
 
 
@@ -34,18 +36,6 @@ class BackupInfo:
     created_at: float
     source_branches: list[str] = field(default_factory=list)
     skipped_damaged: int = 0
-
-
-def _backup_key(master: bytes, salt: bytes) -> bytes:
-    from sovseal.crypto.primitives import hkdf_sha256
-
-    return hkdf_sha256(master, salt=salt, info=_BACKUP_INFO, length=32)
-
-
-def _nonce(index: int, last: bool) -> bytes:
-    # STREAM construction (Hoang, Reyhanitabar, Rogaway, Vizár 2015): a per-file key from a random
-    # salt, a chunk counter and a last-chunk flag, so chunks cannot be reordered, dropped or cut off.
-    return index.to_bytes(11, "big") + (b"\x01" if last else b"\x00")
 
 
 def _wire_items(mem: Sovseal) -> tuple[list[Any], int]:
@@ -83,7 +73,8 @@ def export_backup(mem: Sovseal, master: bytes, dest: IO[bytes], *, progress: Pro
     or truncated unnoticed. Only the key id, the item count and the creation time are in the clear.
     Restoring needs the same master key (``sovseal key export`` / ``key import``).
     """
-    from sovseal.crypto.primitives import aead_encrypt, derive_subkeys
+    from sovseal.crypto.primitives import derive_subkeys
+    from sovseal.crypto.stream import BACKUP, ChunkStream
 
     key_id = derive_subkeys(master).key_id
     if key_id != mem.status().key_id:
@@ -105,18 +96,16 @@ def export_backup(mem: Sovseal, master: bytes, dest: IO[bytes], *, progress: Pro
     ).encode("utf-8")
     aad = _BACKUP_MAGIC + header
     dest.write(_BACKUP_MAGIC + header + b"\n")
-    file_key = _backup_key(master, salt)
     body = io.BytesIO()
     body.write(json.dumps({"branches": info.source_branches}).encode() + b"\n")
     for item in items:
         body.write(json.dumps(item.to_json(), separators=(",", ":")).encode("ascii") + b"\n")
     body.write(json.dumps({"end": total}).encode() + b"\n")
     data = body.getvalue()
-    chunks = max(1, -(-len(data) // _CHUNK))
-    for index in range(chunks):
-        piece = data[index * _CHUNK : (index + 1) * _CHUNK]
-        sealed = aead_encrypt(file_key, _nonce(index, index == chunks - 1), piece, aad)
-        dest.write(len(sealed).to_bytes(4, "big") + sealed)
+    stream = ChunkStream(BACKUP, master, salt, aad)
+    chunks = stream.chunks(len(data))
+    for index, sealed in enumerate(stream.seal([data], len(data))):
+        dest.write(sealed)
         if progress:
             progress(min(total, (index + 1) * total // chunks), total)
     dest.flush()
@@ -152,7 +141,8 @@ def import_backup(mem: Sovseal, master: bytes, src: IO[bytes], *, progress: Prog
     is then brought up to date for every branch.
 
     """
-    from sovseal.crypto.primitives import aead_decrypt, derive_subkeys
+    from sovseal.crypto.primitives import derive_subkeys
+    from sovseal.crypto.stream import BACKUP, ChunkStream
     from sovseal.storage.wire import WireItem
 
     header, aad = read_backup_header(src)
@@ -165,23 +155,11 @@ def import_backup(mem: Sovseal, master: bytes, src: IO[bytes], *, progress: Prog
         )
     if header["key_id"] != mem.status().key_id:
         raise KeyUnavailableError("the store's key does not match the key given for the import")
-    file_key = _backup_key(master, base64.b64decode(header["salt"]))
     total = int(header["items"])
-    body = bytearray()
-    index = 0
-    while True:
-        size_bytes = src.read(4)
-        if len(size_bytes) < 4:
-            raise IntegrityError("the backup file is truncated: its last chunk is missing; nothing was imported")
-        sealed = src.read(int.from_bytes(size_bytes, "big"))
-        try:
-            body += aead_decrypt(file_key, _nonce(index, False), sealed, aad)
-        except IntegrityError:
-            body += _last_chunk(file_key, index, sealed, aad)
-            if src.read(1):
-                raise IntegrityError("the backup file has data after its last chunk; nothing was imported") from None
-            break
-        index += 1
+    try:
+        body = ChunkStream(BACKUP, master, base64.b64decode(header["salt"]), aad).read(src)
+    except IntegrityError as exc:  # cut short, altered, or written with another key
+        raise IntegrityError(f"{exc}; nothing was imported") from None
     lines = bytes(body).split(b"\n")
     try:
         first = json.loads(lines[0])
@@ -210,15 +188,3 @@ def import_backup(mem: Sovseal, master: bytes, src: IO[bytes], *, progress: Prog
             mem.recall("sovseal backup import", k=1)
     mem.checkout(previous if previous in mem.branches() else "main")
     return BackupInfo(header["key_id"], total, float(header.get("created_at", 0.0)), list(first.get("branches", [])))
-
-
-def _last_chunk(file_key: bytes, index: int, sealed: bytes, aad: bytes) -> bytes:
-    from sovseal.crypto.primitives import aead_decrypt
-
-    try:
-        return aead_decrypt(file_key, _nonce(index, True), sealed, aad)
-    except IntegrityError:
-        raise IntegrityError(
-            f"chunk {index} of the backup file failed authentication (the file was altered, truncated, or "
-            "was written with another key); nothing was imported"
-        ) from None

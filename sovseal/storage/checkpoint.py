@@ -4,8 +4,9 @@ A checkpoint is a cache of what opening a store computes from its journal (docs/
 "Checkpoints (cold open)"). This module knows only the file: a clear header (JSON) bound into the
 AAD of every sealed chunk, then one sealed byte stream cut into 16 MiB chunks, each sealed with
 AES-256-GCM under ``HKDF(k_rest, salt, "sovseal checkpoint v1")`` with its chunk number as the
-nonce. A fresh random salt per checkpoint means a fresh key, so nonces never repeat and the
-journal's sealing budget is not spent. The stream holds the arrays' layout (names, types,
+nonce (:data:`sovseal.crypto.stream.CHECKPOINT`, docs/design.md "Chunked sealed files"). A fresh
+random salt per checkpoint means a fresh key, so nonces never repeat and the journal's sealing
+budget is not spent. The stream holds the arrays' layout (names, types,
 shapes), then the arrays, then zeros up to a Padmé length (sovseal.crypto.primitives.padme): the clear part
 tells only what fitting the journal needs, and the file's size no more than the padded journal's
 does, so comparing two checkpoints does not give the exact size of what a purge erased. What
@@ -19,27 +20,23 @@ import hashlib
 import json
 import os
 import struct
-from collections.abc import Iterator, Sequence
+from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
 import numpy as np
-from cryptography.exceptions import InvalidTag
-from cryptography.hazmat.primitives import hashes
-from cryptography.hazmat.primitives.ciphers.aead import AESGCM
-from cryptography.hazmat.primitives.kdf.hkdf import HKDF
 
 from sovseal.crypto.primitives import padme
+from sovseal.crypto.stream import CHECKPOINT, ChunkStream, cut
 from sovseal.durable import fsync_dir, fsync_fd
+from sovseal.errors import IntegrityError
 
 MAGIC = b"SOVSEALCP\n"
 VERSION = 2  # 1: the layout was in the clear header (a version-1 file is refused: the journal is replayed)
 _LAYOUT = struct.Struct(">I")  # the layout's length, at the start of the sealed stream
 _PREFIX = struct.Struct(">10sI32sI")  # magic, version, salt, header length
-_CHUNK = 16 * 1024 * 1024
-_AAD = b"sovseal-cp-v1"
-_INFO = b"sovseal checkpoint v1"
-_TAG = 16
+_CHUNK = CHECKPOINT.chunk_size  # plaintext bytes per sealed chunk
+_chunks = cut  # the sealed stream's pieces (a name of this module, so a crash test can stop the sealing)
 
 
 class CheckpointRefused(Exception):
@@ -47,14 +44,6 @@ class CheckpointRefused(Exception):
 
     Never an error to the user: the store replays its journal instead and writes a new one.
     """
-
-
-def _key(k_rest: bytes, salt: bytes) -> AESGCM:
-    return AESGCM(HKDF(algorithm=hashes.SHA256(), length=32, salt=salt, info=_INFO).derive(k_rest))
-
-
-def _aad(header_digest: bytes, chunk: int, chunks: int) -> bytes:
-    return _AAD + header_digest + struct.pack(">II", chunk, chunks)
 
 
 def write(path: Path, k_rest: bytes, header: dict[str, Any], arrays: dict[str, np.ndarray]) -> int:
@@ -78,15 +67,14 @@ def write(path: Path, k_rest: bytes, header: dict[str, Any], arrays: dict[str, n
     clear = json.dumps(header, sort_keys=True, separators=(",", ":")).encode()
     digest = hashlib.sha256(clear).digest()
     salt = os.urandom(32)
-    aead = _key(k_rest, salt)
-    chunks = max(1, -(-total // _CHUNK))
+    stream = ChunkStream(CHECKPOINT, k_rest, salt, digest)
     path.parent.mkdir(parents=True, exist_ok=True)
     temporary = path.with_name(f"{path.name}.{os.getpid()}.{os.urandom(4).hex()}.tmp")
     try:
         with open(os.open(temporary, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600), "wb") as out:
             out.write(_PREFIX.pack(MAGIC, VERSION, salt, len(clear)) + clear)
-            for index, chunk in enumerate(_chunks(parts, _CHUNK)):
-                out.write(aead.encrypt(index.to_bytes(12, "big"), chunk, _aad(digest, index, chunks)))
+            for sealed in stream.seal_chunks(_chunks(parts, _CHUNK), total):
+                out.write(sealed)
             out.flush()
             fsync_fd(out.fileno())
             size = out.tell()
@@ -96,25 +84,6 @@ def write(path: Path, k_rest: bytes, header: dict[str, Any], arrays: dict[str, n
         raise
     fsync_dir(path.parent)
     return size
-
-
-def _chunks(parts: Sequence[memoryview], size: int) -> Iterator[bytes]:
-    """The concatenation of ``parts`` cut into pieces of ``size`` bytes (the last may be shorter,
-    and there is always one), one piece in memory at a time."""
-    buffer = bytearray()
-    sent = False
-    for part in parts:
-        start = 0
-        while start < len(part):
-            take = min(size - len(buffer), len(part) - start)
-            buffer += part[start : start + take]
-            start += take
-            if len(buffer) == size:
-                yield bytes(buffer)
-                buffer.clear()
-                sent = True
-    if buffer or not sent:
-        yield bytes(buffer)
 
 
 def read(path: Path, k_rest: bytes) -> tuple[dict[str, Any], dict[str, np.ndarray]]:
@@ -138,26 +107,18 @@ def read(path: Path, k_rest: bytes) -> tuple[dict[str, Any], dict[str, np.ndarra
         raise CheckpointRefused(f"unreadable header: {exc}") from None
     if not isinstance(header, dict):
         raise CheckpointRefused("unreadable header")
-    sealed_total = len(data) - start
-    chunks = max(1, -(-sealed_total // (_CHUNK + _TAG)))  # every chunk but the last is whole
-    total = sealed_total - chunks * _TAG
+    stream = ChunkStream(CHECKPOINT, k_rest, salt, hashlib.sha256(clear).digest())
+    sealed = memoryview(data)[start:]
+    try:
+        plain = stream.open(sealed)
+    except IntegrityError as exc:  # cut short, altered, or sealed under another key
+        raise CheckpointRefused(str(exc)) from None
+    finally:
+        sealed.release()
+    del data
+    total = len(plain)
     if total < _LAYOUT.size:
         raise CheckpointRefused("truncated")
-    digest = hashlib.sha256(clear).digest()
-    aead = _key(k_rest, salt)
-    plain = bytearray(total)
-    sealed = memoryview(data)
-    offset, position = start, 0
-    try:
-        for index in range(chunks):
-            size = min(_CHUNK, total - index * _CHUNK)
-            opened = aead.decrypt(index.to_bytes(12, "big"), sealed[offset : offset + size + _TAG], _aad(digest, index, chunks))
-            plain[position : position + size] = opened
-            offset, position = offset + size + _TAG, position + size
-    except InvalidTag:
-        raise CheckpointRefused("does not authenticate under this store's key") from None
-    sealed.release()
-    del data
     try:
         described = _LAYOUT.unpack_from(plain)[0]
         layout = [
