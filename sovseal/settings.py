@@ -146,7 +146,7 @@ def _factory(text: str) -> str:
 
 HOME: Setting[str] = Setting(
     "SOVSEAL_HOME", "path", "~/.sovseal",
-    "The store directory when no path is given; the embedding model cache is its models/ folder.",
+    "The store directory when no path is given; the embedding model cache is its `models/` folder.",
     _text, "a directory path",
 )
 BRANCH: Setting[str] = Setting(
@@ -156,22 +156,23 @@ BRANCH: Setting[str] = Setting(
 )
 KEY: Setting[str | None] = Setting(
     "SOVSEAL_KEY", "secret", None,
-    "The store's master key as `sovseal key export` prints it; used instead of the keychain and saved nowhere.",
+    "The store's master key as `sovseal key export` prints it (for `Sovseal()`, the command line and the MCP server): "
+    "used instead of the keychain, saved nowhere.",
     _text, "an exported key (sovseal-key-v1:<key>:<checksum>)", secret=True,
 )
 KEY_FILE: Setting[str | None] = Setting(
     "SOVSEAL_KEY_FILE", "path", None,
-    "A file holding the store's exported key (the command line's --key-file; - reads standard input).",
+    "A file holding the store's exported key (the command line's `--key-file`; `-` reads standard input).",
     _text, "a file path, or - for standard input",
 )
 KEY_FALLBACK: Setting[bool] = Setting(
-    "SOVSEAL_KEY_FALLBACK", "file", False,
-    "file: keep the key in a 0600 file inside the store when no OS keychain is usable (servers, CI); any other value: off.",
+    "SOVSEAL_KEY_FALLBACK", "opt-in", False,
+    "`file`: keep the key in a 0600 file inside the store when no OS keychain is usable (servers, CI); any other value: off.",
     _file_opt_in, "file",
 )
 ENDPOINT: Setting[str | None] = Setting(
     "SOVSEAL_ENDPOINT", "URL", None,
-    "The replication server's base URL; replication is on when it is set (endpoint= wins).",
+    "The replication server's base URL; replication is on when it is set (`endpoint=` wins).",
     http_url, "an http(s) URL like https://sync.example.com",
 )
 API_KEY: Setting[str | None] = Setting(
@@ -186,17 +187,17 @@ PROJECT: Setting[str] = Setting(
 )
 ALLOW_INSECURE_HTTP: Setting[bool] = Setting(
     "SOVSEAL_ALLOW_INSECURE_HTTP", "flag", False,
-    "1: accept a plain http:// endpoint on a non-loopback host (the API key then travels in the clear); any other value: off.",
+    "`1`: accept a plain http:// endpoint on a non-loopback host (the API key then travels in the clear); any other value: off.",
     _flag, "1 (or true, yes, on) to turn it on",
 )
 LOG_REPLICATION_BODIES: Setting[bool] = Setting(
     "SOVSEAL_LOG_REPLICATION_BODIES", "flag", False,
-    "1: log every replication request body, exactly as sent (ciphertext and keyed ids), at INFO; any other value: off.",
+    "`1`: log every replication request body, exactly as sent (ciphertext and keyed ids), at INFO; any other value: off.",
     _flag, "1 (or true, yes, on) to turn it on",
 )
 SYNC_INTERVAL: Setting[float | None] = Setting(
     "SOVSEAL_SYNC_INTERVAL", "seconds", None,
-    "With replication on, pull in the background this often (sync_interval= wins); unset: no background pull.",
+    "With replication on, pull in the background this often (`sync_interval=` wins); unset: no background pull.",
     _seconds, "a number of seconds > 0",
 )
 MODEL_DIR: Setting[str | None] = Setting(
@@ -206,27 +207,27 @@ MODEL_DIR: Setting[str | None] = Setting(
 )
 NER_MODEL: Setting[str | None] = Setting(
     "SOVSEAL_NER_MODEL", "text", None,
-    "The anonymizer's spaCy pipeline: an installed package or a saved directory; none: no NER. Unset: the best installed.",
+    "The anonymizer's spaCy pipeline: an installed package or a saved directory; `none`: no NER; unset: the best one installed.",
     _text, "a spaCy package name, a pipeline directory, or none",
 )
 CONSOLIDATE_MODEL: Setting[str | None] = Setting(
     "SOVSEAL_CONSOLIDATE_MODEL", "MODULE:FACTORY", None,
-    "The language model `sovseal consolidate` uses (its --model); unset: only the passes that need none run.",
+    "The language model `sovseal consolidate` uses (its `--model`); unset: only the passes that need none run.",
     _factory, "MODULE:FACTORY, e.g. mypkg.models:make",
 )
 SERVER_HOST: Setting[str] = Setting(
     "SOVSEAL_SERVER_HOST", "text", "127.0.0.1",
-    "The address `sovseal serve` listens on (its --host).",
+    "The address `sovseal serve` listens on (its `--host`).",
     _text, "a host name or IP address",
 )
 SERVER_PORT: Setting[int] = Setting(
     "SOVSEAL_SERVER_PORT", "integer", 8765,
-    "The port `sovseal serve` listens on (its --port); 0: any free port.",
+    "The port `sovseal serve` listens on (its `--port`); `0`: any free port.",
     _integer(0, 65535), "a TCP port, 0 to 65535",
 )
 SERVER_DATABASE: Setting[str] = Setting(
     "SOVSEAL_SERVER_DATABASE", "path or URL", "~/.sovseal-server/replication.sqlite3",
-    "The server's database: a SQLite file or a postgresql:// URL (with the role URLs below, the owner's).",
+    "The server's database (its `--database`): a SQLite file or a postgresql:// URL (with the role URLs below, the owner's).",
     _text, "a SQLite file path or a postgresql:// URL", secret=True,
 )
 SERVER_WRITER_URL: Setting[str | None] = Setting(
@@ -280,3 +281,23 @@ def by_name(name: str) -> Setting[Any]:
         if setting.name == name:
             return setting
     raise KeyError(name)
+
+
+def shown_default(setting: Setting[Any]) -> str:
+    """A default as the docs table shows it: ``unset`` for None, ``off`` for a flag, whole numbers bare."""
+    value = setting.default
+    if value is None:
+        return "unset"
+    if isinstance(value, bool):
+        return "on" if value else "off"
+    if isinstance(value, float) and value.is_integer():
+        return f"`{int(value)}`"
+    return f"`{value}`"
+
+
+def docs_table() -> str:
+    """The "Environment variables" table of docs/operations.md, generated from :data:`REGISTRY`
+    (tests/core/test_settings.py checks that the page holds exactly this)."""
+    rows = ["| variable | type | default | meaning |", "| --- | --- | --- | --- |"]
+    rows += [f"| `{s.name}` | {s.kind} | {shown_default(s)} | {s.doc} |" for s in REGISTRY]
+    return "\n".join(rows) + "\n"
