@@ -40,6 +40,7 @@ from sovseal.errors import (
     KeyUnavailableError,
     LockTimeoutError,
     MemoryNotFoundError,
+    ModelCallError,
     ModelUnavailableError,
     ReplicationError,
     SovsealError,
@@ -82,6 +83,7 @@ EXIT_NOT_FOUND = 3  # no store, unknown path, snapshot, branch or API key (serve
 EXIT_KEY = 4  # no key, or the wrong key
 EXIT_BUSY = 5  # the writer lock or the replication outbox did not free up in time
 EXIT_ERROR = 6  # any other sovseal error (e.g. the embedding model is unavailable), or an OS error
+EXIT_INTERRUPTED = 130  # Ctrl-C (SIGINT), as shells report 128 + the signal's number (not an error: not in EXIT_CODES)
 
 EXIT_CODES = {
     EXIT_OK: "success",
@@ -239,13 +241,37 @@ class SovsealGroup(click.Group):
             return super().invoke(ctx)
         except click.UsageError as exc:  # a command's arguments and options, or an unknown command
             _usage_failure(exc)
-        except SovsealError as exc:
-            message = _cli_message(exc, _advice(exc, ctx.meta.get(_ORIGIN)))
-            click.echo(f"error: {message}", err=True)
-            sys.exit(exit_code(exc))
-        except OSError as exc:
-            click.echo(f"error: {_os_error_message(exc)}", err=True)
-            sys.exit(EXIT_ERROR)
+        except (KeyboardInterrupt, click.exceptions.Abort):  # Ctrl-C; click turns it into Abort in a prompt
+            _interrupt_exit(ctx)
+        except Exception as exc:
+            if _by_interrupt(exc):  # e.g. a native module whose import Ctrl-C cut short: ImportError
+                _interrupt_exit(ctx)
+            if isinstance(exc, SovsealError):
+                message = _cli_message(exc, _advice(exc, ctx.meta.get(_ORIGIN)))
+                click.echo(f"error: {message}", err=True)
+                sys.exit(exit_code(exc))
+            if isinstance(exc, OSError):
+                click.echo(f"error: {_os_error_message(exc)}", err=True)
+                sys.exit(EXIT_ERROR)
+            raise
+
+
+def _by_interrupt(exc: BaseException) -> bool:
+    """Whether Ctrl-C is behind ``exc``: a KeyboardInterrupt anywhere in its chain of causes."""
+    seen: set[int] = set()
+    at: BaseException | None = exc
+    while at is not None and id(at) not in seen:
+        if isinstance(at, KeyboardInterrupt):
+            return True
+        seen.add(id(at))
+        at = at.__cause__ or at.__context__
+    return False
+
+
+def _interrupt_exit(ctx: click.Context) -> NoReturn:
+    """Exit 130 with the one line that says whether the command's write was committed."""
+    click.echo(_interrupted(ctx.meta.get(_WRITE)), err=True)
+    sys.exit(EXIT_INTERRUPTED)
 
 
 #: click's "no arguments: here is the help" (click >= 8.2) is a UsageError too, and must stay the help.
@@ -309,6 +335,133 @@ def _first_file_on(path: Path) -> Path | None:
         if part.exists() and not part.is_dir():
             return part
     return None
+
+
+# -- Ctrl-C: say whether the write was committed ---------------------------------------------------
+#
+# An interrupt can land anywhere: before a command writes, inside the SDK call that appends and
+# fsyncs, or after it returned (while the store closes and replication drains). What to report is
+# read from the store, never guessed: a command that writes registers the write (``_will_write``),
+# ``_open`` records the store's state before it, the command marks it done when the SDK call
+# returns; interrupted in between, a fresh read-only handle shows whether the write landed.
+
+_WRITE = "sovseal.write"  # the command's _Write, in click's shared ctx.meta
+
+
+@dataclass
+class _Write:
+    """A write a command is about to make, and what is known of whether it committed."""
+
+    what: str  # "the memory", "the deletion", ...: the subject of "... was committed"
+    #: The store's state the write changes, read before it (by ``_open``) and again after an interrupt.
+    state: Callable[[Sovseal], Any]
+    #: How the write shows in the state read again after an interrupt ("snapshot snap_..."), or None
+    #: when it does not: ``landed(before, after)``.
+    landed: Callable[[Any, Any], str | None]
+    directory: Path | None = None
+    key: bytes | None = None
+    branch: str = "main"
+    before: Any = None
+    watching: bool = False  # the state before the write was recorded: it can be checked
+    done: str | None = None  # "the memory was committed (snapshot ...)": the SDK call returned
+
+    def committed(self, detail: str) -> None:
+        self.done = f"{self.what} was committed ({detail})"
+
+
+def _will_write(
+    what: str, state: Callable[[Sovseal], Any] | None = None, landed: Callable[[Any, Any], str | None] | None = None
+) -> _Write:
+    """Register the write the current command is about to make (see ``_interrupted``); without
+    ``state``, any change of a branch head, of the snapshot count or of the erasures shows it."""
+    write = _Write(what, state or _fingerprint, landed or _store_changed)
+    click.get_current_context().meta[_WRITE] = write
+    return write
+
+
+def _fingerprint(mem: Sovseal) -> tuple[dict[str, str | None], int, int]:
+    """What any write changes: a branch head, the number of snapshots, or the number erased."""
+    return mem.heads(), mem.status().records, mem.erasures()
+
+
+def _store_changed(before: Any, after: Any) -> str | None:
+    """How the store changed between two ``_fingerprint``s, or None when it did not."""
+    (old_heads, old_records, old_erased), (heads, records, erased) = before, after
+    changes = [
+        f"branch {name} at {_short(head)}" if name not in old_heads else f"{name}: HEAD {_short(old_heads[name])} -> {_short(head)}"
+        for name, head in sorted(heads.items())
+        if name not in old_heads or old_heads[name] != head
+    ]
+    changes += [f"branch {name} deleted" for name in sorted(set(old_heads) - set(heads))]
+    if records != old_records:
+        changes.append(f"{old_records} -> {records} snapshots")
+    if erased != old_erased:
+        changes.append(f"{erased - old_erased} erased")
+    return "; ".join(changes) or None
+
+
+_UNREADABLE = "(unreadable)"
+
+
+def _held_at(path: Callable[[], str]) -> Callable[[Sovseal], tuple[str | None, str | None, int]]:
+    """The state a ``store`` or ``delete`` of ``path()`` (read from stdin maybe, so called late)
+    changes: the branch's HEAD, and the snapshot and reinforcement count of the memory at the path."""
+
+    def state(mem: Sovseal) -> tuple[str | None, str | None, int]:
+        try:
+            held = mem.get(path())
+        except SovsealError:  # a damaged record there: a write shows as another snapshot all the same
+            return mem.snapshot(), _UNREADABLE, 0
+        return mem.snapshot(), None if held is None else held.snapshot_id, 0 if held is None else held.reinforce_count
+
+    return state
+
+
+def _memory_landed(before: tuple[str | None, str | None, int], after: tuple[str | None, str | None, int]) -> str | None:
+    """A store shows as the path's new snapshot at HEAD, or as one more reinforcement."""
+    head, snapshot, reinforced = after
+    if snapshot is not None and snapshot != before[1] and snapshot == head:
+        return f"snapshot {_short(snapshot)}"
+    if snapshot is not None and snapshot == before[1] and reinforced > before[2]:
+        return f"reinforced, snapshot {_short(snapshot)}"
+    return None
+
+
+def _deletion_landed(before: tuple[str | None, str | None, int], after: tuple[str | None, str | None, int]) -> str | None:
+    """A delete shows as a path held before and gone, with HEAD moved (to the tombstone)."""
+    head, snapshot, _ = after
+    return f"snapshot {_short(head)}" if before[1] is not None and snapshot is None and head != before[0] else None
+
+
+def _watch(mem: Sovseal, directory: Path, key: bytes) -> None:
+    """Record the store's state before the registered write, if the command registered one."""
+    write = click.get_current_context().meta.get(_WRITE)
+    if write is None or write.watching:
+        return
+    write.directory, write.key, write.branch = directory, key, mem.branch
+    write.before = write.state(mem)
+    write.watching = True
+
+
+def _interrupted(write: _Write | None) -> str:
+    """The one line Ctrl-C prints: whether the command's write was committed, read from the store."""
+    if write is None:
+        return "interrupted"
+    if write.done is not None:
+        return f"interrupted: {write.done}"
+    if not write.watching or write.directory is None:
+        return "interrupted before anything was committed"
+    from sovseal.sdk.client import Sovseal
+
+    try:
+        with Sovseal(write.directory, key=write.key, branch=write.branch, read_only=True, endpoint="", lock_timeout=2.0) as fresh:
+            landed = write.landed(write.before, write.state(fresh))
+    except (KeyboardInterrupt, Exception) as exc:  # noqa: BLE001 - whatever stops the check, say that it was not made
+        why = "interrupted again" if isinstance(exc, KeyboardInterrupt) else _one_line(str(exc)) or type(exc).__name__
+        return f"interrupted: could not check whether {write.what} was committed ({why}); see `sovseal log`"
+    if landed is None:
+        return "interrupted before anything was committed"
+    return f"interrupted: {write.what} was committed ({landed})"
 
 
 # -- shared options and helpers ------------------------------------------------------------------
@@ -466,6 +619,7 @@ def _open(
     key, origin = _store_key(directory, key_file, create=create and not exists)
     mem, _ = open_store(directory, branch=branch, key=key, create=create, embedder=embedder or EMBEDDER)
     with mem:
+        _watch(mem, directory, key)
         yield mem, origin
 
 
@@ -856,6 +1010,7 @@ def store(
       sovseal store notes.today - < notes.txt
       printf '%s\\n%s' user.health "$NOTE" | sovseal store - -
     """
+    write = _will_write("the memory", _held_at(lambda: memory_path), _memory_landed)
     memory_path = _from_stdin(memory_path, key_file, "PATH", line=True)
     value = _parse_payload(_refuse_empty(_from_stdin(payload, key_file, "PAYLOAD"), payload), mode)
     _refuse_empty(value if isinstance(value, str) else "-", payload)  # a JSON string that is empty: '""'
@@ -863,6 +1018,7 @@ def store(
     with _open(path, branch, key_file) as (mem, _):
         parent_id = resolve_snapshot(mem, parent) if parent is not None else None
         result = mem.store(memory_path, value, metadata=meta, type=type_, provenance=provenance, parent=parent_id)
+        write.committed(("reinforced, " if result.reinforced else "") + f"snapshot {_short(result.snapshot_id)}")
     data = {"path": memory_path, "branch": branch, **jsonable(result)}
     if as_json:
         _emit_json(data)
@@ -899,11 +1055,13 @@ def delete(memory_path: str, path: str | None, branch: str, key_file: str | None
       sovseal delete chat.2026-05-21
       echo user.health | sovseal delete -
     """
+    write = _will_write("the deletion", _held_at(lambda: memory_path), _deletion_landed)
     memory_path = _from_stdin(memory_path, key_file, "PATH", line=True)
     with _open(path, branch, key_file) as (mem, _):
         result = mem.delete(memory_path)
         if result is None:
             raise MemoryNotFoundError(f"no memory at path {memory_path!r} on branch {branch!r}; nothing was deleted")
+        write.committed(f"snapshot {_short(result.snapshot_id)}")
     if as_json:
         _emit_json({"path": memory_path, "branch": branch, "deleted": True, **jsonable(result)})
     else:
@@ -957,6 +1115,7 @@ def purge(
       sovseal purge customer.42. --prefix --yes
       echo user.health | sovseal purge - --yes
     """
+    write = _will_write("the erasure")
     memory_path = _from_stdin(memory_path, key_file, "PATH", line=True)
     what = f"every path under {memory_path!r}" if is_prefix else f"every version of {memory_path!r}"
     with _open(path, key_file=key_file) as (mem, _):
@@ -970,6 +1129,7 @@ def purge(
             result = mem.purge(prefix=memory_path, reason=reason, compact=not no_compact)
         else:
             result = mem.purge(memory_path, reason=reason, compact=not no_compact)
+        write.committed(f"{_count(len(result.erased), 'snapshot')} erased" + ("" if result.compacted else ", not compacted yet"))
         replicating = mem.replication is not None
         note = _replication_note(mem)
     if as_json:
@@ -1012,11 +1172,13 @@ def fork(snapshot: str | None, name: str | None, path: str | None, branch: str, 
       sovseal fork snap_4f3ad8 --name experiment
       B=$(sovseal fork) && sovseal store --branch "$B" user.editor "helix"
     """
+    write = _will_write("the new branch")
     with _open(path, branch, key_file) as (mem, _):
         at = resolve_snapshot(mem, snapshot) if snapshot is not None else mem.snapshot()
         if at is None:
             raise InvalidInputError(f"branch {branch!r} has no snapshot yet; store something first, or name a SNAPSHOT")
         new = mem.fork(at, branch=name)
+        write.committed(f"branch {new}")
     if as_json:
         _emit_json({"branch": new, "snapshot_id": at, "from_branch": branch})
         return
@@ -1037,10 +1199,12 @@ def rollback(snapshot: str, path: str | None, branch: str, key_file: str | None,
     \b
       sovseal rollback snap_4f3ad8
     """
+    write = _will_write("the rollback")
     with _open(path, branch, key_file) as (mem, _):
         target = resolve_snapshot(mem, snapshot)
         previous = mem.snapshot()
         mem.rollback(target)
+        write.committed(f"{branch}: HEAD {_short(previous)} -> {_short(target)}")
     if as_json:
         _emit_json({"branch": branch, "head": target, "previous_head": previous})
         return
@@ -1225,9 +1389,12 @@ def branches(delete_name: str | None, path: str | None, branch: str, key_file: s
     With --delete NAME, the branch NAME is deleted first (a journaled, replicated event: a write
     another device made to it meanwhile brings it back), then the remaining branches are listed.
     """
+    write = _will_write("the branch deletion") if delete_name is not None else None
     with _open(path, branch, key_file) as (mem, _):
         if delete_name is not None:
             mem.delete_branch(delete_name)
+            if write is not None:
+                write.committed(f"branch {delete_name} deleted")
             if not as_json:
                 click.echo(f"deleted branch {delete_name}", err=True)
         rows = branch_table(mem)
@@ -1458,6 +1625,7 @@ def import_(file: str, path: str | None, key_file: str | None, as_json: bool) ->
       sovseal key import --path /new/home < sovseal-key.txt
       sovseal import backup.sovseal --path /new/home && sovseal verify --path /new/home
     """
+    write = _will_write("part of the import")
     directory = store_dir(path or None)
     with open(file, "rb") as src:
         read_backup_header(src)  # a file that is not a backup is refused before the key is looked up
@@ -1465,9 +1633,12 @@ def import_(file: str, path: str | None, key_file: str | None, as_json: bool) ->
         src.seek(0)
         mem, _ = open_store(directory, key=master, create=True, embedder=EMBEDDER)
         with mem, _progress("importing") as progress:
+            _watch(mem, directory, master)
             held = len(mem.export_items())  # counted in the store itself: the backup cannot say what is new here
             info = import_backup(mem, master, src, progress=progress)
             new = len(mem.export_items()) - held
+            write.what = "the import"
+            write.committed(f"{_count(new, 'new item')}")
             heads = branch_heads(mem)
     present = info.items - new
     if as_json:
@@ -1653,10 +1824,6 @@ def _load_model(spec: str) -> Any:
     finally:
         sys.path.remove(os.getcwd())
     return target if callable(getattr(target, "invoke", None)) else target()
-
-
-class ModelCallError(SovsealError):
-    """The chat model given with --model raised (its server is down, a timeout, a bad API key, ...)."""
 
 
 def _guard_model(model: Any) -> Any:
