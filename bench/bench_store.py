@@ -3,8 +3,8 @@
 Both sides get the same 2,000 short texts and the same precomputed 384-d vectors (a fixed-cost
 fake embedder), so the figures are the storage engines alone. sovseal's store canonicalizes,
 seals (AES-256-GCM), appends to its journal and fsyncs before returning, and hands the vector to
-its background LanceDB indexer; the plain LanceDB add does not fsync at all (see
-research/reliability.md §1.5), so the comparison favours the peer on durability.
+its background LanceDB indexer; the plain LanceDB add does not fsync at all, so the
+comparison favours the peer on durability.
 
 Run: python bench/bench_store.py [--n 2000] [--json PATH]
 """

@@ -1,6 +1,6 @@
 """Anonymize messages before they reach a model provider, and put the originals back after.
 
-Seed 004's anonymizer: four detection layers (patterns → named entities → the user's identity
+The anonymizer: four detection layers (patterns → named entities → the user's identity
 facts stored as sovseal memories → CamelCase identifiers) on Microsoft Presidio, stable placeholder
 tokens per session, and token maps held in process memory only, discarded after deanonymization or
 a time-to-live. Needs the ``anonymize`` extra (``pip install "sovseal[anonymize]"``); Presidio is

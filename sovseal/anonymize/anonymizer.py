@@ -1,4 +1,4 @@
-"""The anonymizer: seed 004's ``message_anonymize`` / ``message_deanonymize`` flow as a Python API.
+"""The anonymizer: the ``message_anonymize`` / ``message_deanonymize`` flow as a Python API.
 
 An agent anonymizes the user's message, sends the result to a model provider, and deanonymizes the
 answer with the session id it got::

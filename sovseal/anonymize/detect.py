@@ -1,4 +1,4 @@
-"""Layered detection (seed 004): patterns → named entities → identity facts → CamelCase.
+"""Layered detection: patterns → named entities → identity facts → CamelCase.
 
 One Presidio ``AnalyzerEngine`` runs every layer in one pass over the text. It is built once, on
 first use, and reused: building it imports Presidio and spaCy (about two seconds), a call on a

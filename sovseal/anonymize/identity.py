@@ -1,6 +1,6 @@
 """The identity layer's facts: what the user stored about themselves, as sovseal memories.
 
-Seed 004's third layer ("identity_facts custom entities") finds the user's own name, employer,
+The third detection layer (identity facts as custom entities) finds the user's own name, employer,
 address, handles, ... even where no pattern or NER model would. They are ordinary memories under
 the path prefix ``identity.`` (store them as ``type="semantic"``, the type for facts)::
 

@@ -1,6 +1,6 @@
 """Master-key custody: OS keychain first, an opt-in 0600 key file second, otherwise fail closed.
 
-Why it is shaped this way (DESIGN.md section 3, research/reliability.md section 3.3):
+Why it is shaped this way (docs/design.md, "Keys and crypto"):
 
 - The key lives in the OS keychain through ``keyring``. On headless Linux ``keyring`` silently
   resolves to its ``fail`` backend, and the ``keyrings.alt`` file/plaintext backends are not

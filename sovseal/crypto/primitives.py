@@ -1,4 +1,4 @@
-"""Sealing, key derivation and keyed identifiers (DESIGN.md section 3), on top of ``cryptography``.
+"""Sealing, key derivation and keyed identifiers (docs/design.md, "Keys and crypto"), on top of ``cryptography``.
 
 Why each piece exists:
 
@@ -389,7 +389,7 @@ class IdKey:
 
 
 def project_blind_id(project_id: str, master: bytes) -> str:
-    """Server-blind project id, hex sha256(project_id || ":" || master), as seed 000 specifies.
+    """Server-blind project id, hex sha256(project_id || ":" || master).
 
     The server sees a stable id per (project, key) pair but cannot link it to ``project_id`` without
     the key.

@@ -13,7 +13,7 @@ def _now_ms() -> int:
 
 
 def envelope(data: Any) -> dict[str, Any]:
-    """The result shape of every MCP tool (seed 001): ``{success, data, timestamp}`` (ms since epoch)."""
+    """The result shape of every MCP tool (docs/mcp.md): ``{success, data, timestamp}`` (ms since epoch)."""
     return {"success": True, "data": jsonable(data), "timestamp": _now_ms()}
 
 

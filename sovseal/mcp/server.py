@@ -2,7 +2,7 @@
 
 Built on the official ``mcp`` SDK (FastMCP). One process serves one store through one
 :class:`~sovseal.Sovseal` handle, whose current branch is the session's branch (``fork`` and
-``switch_branch`` change it). Every tool answers ``{success, data, timestamp}`` (seed 001) as
+``switch_branch`` change it). Every tool answers ``{success, data, timestamp}`` (docs/mcp.md) as
 structured content and as JSON text. A :class:`~sovseal.errors.SovsealError` (or any other
 failure) comes back as an MCP tool error (``isError: true``) carrying the typed error's name and
 message; the server itself keeps running. The embedding model is warmed before the first request.
@@ -78,7 +78,7 @@ message_deanonymize puts the originals back into that model's answer (same sessi
 - Results are {"success", "data", "timestamp"}; errors say what to do next.
 """
 
-#: Payload: a JSON object or a string (seed 001); arrays, numbers and booleans are accepted too.
+#: Payload: a JSON object or a string (docs/mcp.md); arrays, numbers and booleans are accepted too.
 JsonPayload = dict[str, Any] | list[Any] | str | int | float | bool | None
 MemoryType = Literal["semantic", "episodic", "procedural"]
 Provenance = Literal["explicit", "observed"]

@@ -1,4 +1,4 @@
-"""Recall: HEAD-visible hybrid search with decay and reinforcement (DESIGN.md §5, docs/recall.md).
+"""Recall: HEAD-visible hybrid search with decay and reinforcement (docs/recall.md).
 
 One ``RecallEngine`` per ``Sovseal`` handle. On creation a background thread decrypts every record
 once into the in-memory catalog and keyword index (nothing of it is written to disk); the store

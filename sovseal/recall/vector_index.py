@@ -1,6 +1,6 @@
 """The vector index: every vector in one in-memory matrix, persisted in a LanceDB table.
 
-It is an index, not the source of truth (DESIGN.md §4): the journal holds every record and the
+It is an index, not the source of truth (docs/design.md, "On disk"): the journal holds every record and the
 table can be dropped and rebuilt by re-embedding. The table holds (node, vector) only: no path,
 payload or id other than the lineage's node number. Vectors are plaintext by necessity (see
 docs/design.md).

@@ -30,7 +30,7 @@ DEFAULT_MAX_OUTBOX_BYTES = 256 * 1024 * 1024
 
 @dataclass(frozen=True, slots=True)
 class ReplicationConfig:
-    """How the worker batches, retries and drains. The defaults are DESIGN.md §6's."""
+    """How the worker batches, retries and drains. The defaults are docs/replication.md's ("The worker")."""
 
     batch_items: int = 32  # items per push
     linger: float = 0.25  # send a partial batch once its oldest item is this old (seconds)

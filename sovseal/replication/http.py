@@ -2,13 +2,13 @@
 
 Pulls run in their own bounded session (:mod:`.fetch`) with the same headers and the same rule.
 
-The decision table is the whole retry policy (DESIGN.md §6, seed 001):
+The decision table is the whole retry policy (docs/replication.md, "The worker"):
 
 - 2xx: the server has the batch durably: acknowledge it locally.
 - 408, 425, 429 and 5xx, and any network error (refused, reset, timeout): *ambiguous or
   transient*. The batch may or may not have landed, so it is resent unchanged later; the
   server deduplicates byte-identical items, so resending is always safe (an ambiguous outcome
-  is never taken for a success, the MongoDB lesson in research/reliability.md §2).
+  is never taken for a success).
 - any other 4xx: this request will never succeed as is. It is surfaced, never retried blindly.
 
 Headers carry the bearer key and the server-blind project id; nothing else about the user.

@@ -1,7 +1,7 @@
 """The replication wire protocol, shared by the client worker and the server.
 
 Kept in one small module so that both sides agree on paths, headers and the push body byte
-for byte. The body is the seed's ``{"records": [...]}`` plus ``after``: the id of the item the
+for byte. The body is ``{"records": [...]}`` plus ``after``: the id of the item the
 sender pushed just before this batch (``""`` when it does not know). The server uses ``after``
 to keep its acceptance order equal to the sender's journal order even when the network delivers
 batches out of order, because a second device replays that order (branch moves are relative to

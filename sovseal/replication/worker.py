@@ -4,7 +4,7 @@
 the worker has nothing to hand over and no queue to lose in a crash: on every open it simply
 finds what is still unacknowledged and sends it, oldest first, with the bytes first sealed.
 
-Pacing (DESIGN.md §6): a push carries up to ``batch_items`` items; a partial batch waits until its
+Pacing (docs/replication.md, "The worker"): a push carries up to ``batch_items`` items; a partial batch waits until its
 oldest item is ``linger`` old, unless someone is waiting (``flush``, ``close``, a blocked
 ``store``). Batches go one at a time, in journal order, each naming the item sent before it, so
 the server can keep the sender's order however the network delivers them.

@@ -1,4 +1,4 @@
-"""``Sovseal`` and ``AsyncSovseal``: the public API (DESIGN.md §7).
+"""``Sovseal`` and ``AsyncSovseal``: the public API (docs/api.md).
 
 The client ties the durable store to the embedder and the vector index and holds the one
 piece of per-handle state, the current branch. It validates every argument before anything

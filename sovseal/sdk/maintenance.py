@@ -23,7 +23,7 @@ def rebuild_index(
 ) -> int:
     """Drop the store's vector index and rebuild it by re-embedding the memories visible on every branch.
 
-    The index is derived data (DESIGN.md section 4): the sealed journal is the source of truth, so
+    The index is derived data (docs/design.md, "On disk"): the sealed journal is the source of truth, so
     this loses nothing. It is also how a store switches embedding model: the new index records the
     fingerprint of ``embedder`` (default: the on-device model, as ``SOVSEAL_MODEL_DIR`` selects it)
     in ``index/model.json``, and recall, refused with ``EmbedderMismatchError`` while the index

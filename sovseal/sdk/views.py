@@ -160,8 +160,8 @@ def branch_table(mem: Sovseal) -> list[dict[str, Any]]:
 
 
 def recurring_patterns(mem: Sovseal, *, min_count: int = 1) -> dict[str, list[Memory]]:
-    """Reinforced memories visible at HEAD, grouped by type, most reinforced first (seed 002's
-    "Recurring Patterns"). ``min_count`` is the least ``reinforce_count`` shown (0 shows everything)."""
+    """Reinforced memories visible at HEAD, grouped by type, most reinforced first (``sovseal
+    mind``'s "Recurring Patterns"). ``min_count`` is the least ``reinforce_count`` shown (0 shows everything)."""
     if not isinstance(min_count, int) or isinstance(min_count, bool) or min_count < 0:
         raise InvalidInputError(f"min_count must be an integer >= 0; got {min_count!r}")
     groups: dict[str, list[Memory]] = {"semantic": [], "procedural": [], "episodic": []}

@@ -14,7 +14,7 @@ Provenance = Literal["explicit", "observed"]
 MEMORY_TYPES: tuple[str, ...] = ("episodic", "semantic", "procedural")
 PROVENANCES: tuple[str, ...] = ("explicit", "observed")
 
-#: Records are not blobs (seed 002): a canonical entry over this many bytes is refused.
+#: Records are not blobs: a canonical entry over this many bytes is refused.
 MAX_ENTRY_BYTES = 256 * 1024
 MAX_PATH_CHARS = 1024
 #: The fields every sealed entry holds (``text`` is optional).

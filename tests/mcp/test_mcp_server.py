@@ -75,7 +75,7 @@ def test_an_agent_session_then_a_restart(tmp_path: Path) -> None:
         assert set(store_schema["required"]) == {"path", "payload"}
         assert {"metadata", "parent", "type", "provenance"} <= set(store_schema["properties"])
 
-        # Seed 001's payload, and its response shape.
+        # docs/mcp.md's example payload, and its response shape.
         stored = await agent.ok(
             "store_memory",
             path="user.preferences.testing",

@@ -6,7 +6,7 @@ the store verifies after every round, that no snapshot is duplicated or orphaned
 replication outbox holds a job for every replicable frame (the outbox *is* the journal's
 unacknowledged frames, so a record without its job would be a lost replication).
 
-Acks follow the RocksDB "expected state" idea (research/reliability.md §5): a writer appends a
+Acks follow the RocksDB "expected state" idea: a writer appends a
 line to its ack file only after ``store``/``delete`` returned; the test trusts those lines only.
 """
 

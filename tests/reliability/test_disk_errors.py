@@ -3,7 +3,7 @@
 Proves that when the disk refuses a write or an fsync, the call fails with a typed
 ``StorageError`` (errno kept) before anything is half-written: the journal is exactly as it was,
 the store reopens and verifies, nothing acknowledged earlier is lost, and the store keeps working
-once space is back. research/reliability.md §1.3 (fsyncgate) is why a failed batch fsync must
+once space is back. Linux's fsync error semantics ("fsyncgate") are why a failed batch fsync must
 not leave its frames readable: Linux may report the *next* fsync as a success although the data
 was dropped, so a retried import would skip items it wrongly believes stored.
 """

@@ -4,7 +4,7 @@ tests/core/test_durability.py checks the *order* of write and fsync events on th
 scenario checks the *bytes*: a tracer wraps ``os.write``/``os.fsync`` in the process and keeps a
 model of the durable disk, by inode: a file's durable content is what it held at its last fsync,
 a directory's durable entries are what it listed at its last fsync (a new or renamed entry is not
-durable before its directory is fsynced, research/reliability.md §1.4). After every call returns,
+durable before its directory is fsynced). After every call returns,
 every byte written to every file of the store and every entry of its directories must be durable.
 
 What is traced: everything sovseal writes through Python's ``os`` module (the journal, store.json,

@@ -1,7 +1,7 @@
 """Compaction and index rebuilds while writers run: no lost and no resurrected records.
 
-LanceDB has had bugs where concurrent writes and ``optimize()`` lost or resurrected rows
-(research/reliability.md §1.5, scenario 6). sovseal's index is rebuildable from the journal, so
+LanceDB has had bugs where concurrent writes and ``optimize()`` lost or resurrected rows.
+sovseal's index is rebuildable from the journal, so
 the property to prove is about what recall returns: after background IVF builds, frequent
 compactions by two handles on one table, the table deleted from under the writers, and a third
 handle rebuilding it while a writer goes on, every record visible on every branch is found by
