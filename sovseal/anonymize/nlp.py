@@ -72,9 +72,15 @@ def load(choice: str) -> Pipeline:
     is_dir = Path(choice).expanduser().is_dir()
     if not is_dir and not spacy.util.is_package(choice):
         raise AnonymizerUnavailableError(
-            f"NER model {choice!r} is neither an installed spaCy package nor a model directory; "
-            f"install its wheel (pip install <model wheel>), point {ENV_MODEL} at a directory saved with "
-            f"nlp.to_disk(), or set {ENV_MODEL}=none to run without NER"
+            f"NER model {choice!r} is neither an installed spaCy package nor a model directory",
+            advice=(
+                f"install its wheel (pip install <model wheel>), point {ENV_MODEL} at a directory saved with "
+                f"nlp.to_disk(), or set {ENV_MODEL}=none to run without NER"
+            ),
+            cli_advice=(
+                f"install its wheel (pip install <model wheel>), point {ENV_MODEL} at a directory saved by spaCy, "
+                f"or set {ENV_MODEL}=none to run without NER"
+            ),
         )
     try:
         nlp = spacy.load(Path(choice).expanduser() if is_dir else choice)

@@ -34,7 +34,11 @@ class Context:
 
     def need_model(self, pass_name: str) -> Any:
         if self.model is None:
-            raise ConsolidationError(f"the {pass_name} pass needs a chat model: pass model= (CLI: --model package.module:factory)")
+            raise ConsolidationError(
+                f"the {pass_name} pass needs a chat model:",
+                advice="pass model= (CLI: --model package.module:factory)",
+                cli_advice="pass --model package.module:factory",
+            )
         return self.model
 
     def audit(self, status: str, **extra: Any) -> None:

@@ -112,7 +112,11 @@ def _check(model: Any, passes: Sequence[str] | None, batch_size: int, as_of: dat
     if unknown or not passes:
         raise InvalidInputError(f"passes are {', '.join(PASSES)}; got {list(passes)!r}")
     if model is None and (asked := [p for p in passes if p in NEEDS_MODEL]):
-        raise ConsolidationError(f"the {', '.join(asked)} pass(es) need a chat model: pass model= (CLI: --model package.module:factory)")
+        raise ConsolidationError(
+            f"the {', '.join(asked)} pass(es) need a chat model:",
+            advice="pass model= (CLI: --model package.module:factory)",
+            cli_advice="pass --model package.module:factory",
+        )
     return [p for p in PASSES if p in passes]  # always in the run's order
 
 

@@ -30,7 +30,7 @@ from typing import TYPE_CHECKING
 
 from sovseal import settings
 from sovseal.durable import fsync_dir, fsync_fd
-from sovseal.errors import InvalidInputError, KeyUnavailableError
+from sovseal.errors import PASS_KEY_CLI, InvalidInputError, KeyUnavailableError
 
 from .primitives import KEY_SIZE
 
@@ -264,8 +264,9 @@ def _keychain_get(backend: keyring.backend.KeyringBackend, username: str) -> byt
         return import_key(text)
     except InvalidInputError:
         raise KeyUnavailableError(
-            f"the key stored in {_describe(backend)} for sovseal store {username} is corrupt; "
-            "re-import it from an export with sovseal.crypto.keychain.store_master_key"
+            f"the key stored in {_describe(backend)} for sovseal store {username} is corrupt",
+            advice="re-import it from an export with sovseal.crypto.keychain.store_master_key",
+            cli_advice=PASS_KEY_CLI,
         ) from None
 
 
@@ -326,7 +327,9 @@ def _read_key_file(path: Path) -> bytes:
         return import_key(text)
     except InvalidInputError:
         raise KeyUnavailableError(
-            f"the key file {path} is corrupt; restore it from a backup or an export (sovseal.crypto.keychain.store_master_key)"
+            f"the key file {path} is corrupt",
+            advice="restore it from a backup or an export (sovseal.crypto.keychain.store_master_key)",
+            cli_advice=PASS_KEY_CLI,
         ) from None
 
 
@@ -361,8 +364,9 @@ def load_master_key(store_dir: Path, *, create: bool = True) -> tuple[bytes, str
     if not create:
         where = "the OS keychain" if keychain is not None else "any key store"
         raise KeyUnavailableError(
-            f"no key for the sovseal store at {store_dir} was found in {where}. If it was made on another "
-            f"device, import that device's exported key (or pass key=). {_NO_KEYCHAIN_HELP}"
+            f"no key for the sovseal store at {store_dir} was found in {where}.",
+            advice=f"If it was made on another device, import that device's exported key (or pass key=). {_NO_KEYCHAIN_HELP}",
+            cli_advice=PASS_KEY_CLI,
         )
     return _save(store_dir, os.urandom(KEY_SIZE), keychain)
 
@@ -421,9 +425,9 @@ def _find_key(store_dir: Path, keychain: keyring.backend.KeyringBackend | None) 
         return None
     if not _fallback_enabled():
         raise KeyUnavailableError(
-            f"this store's key is in the key file {key_file}, but the file fallback is off; set "
-            f"{FALLBACK_ENV}=file to use it, or import the key into an OS keychain "
-            "(sovseal.crypto.keychain.store_master_key)"
+            f"this store's key is in the key file {key_file}, but the file fallback is off",
+            advice=f"set {FALLBACK_ENV}=file to use it, or import the key into an OS keychain (sovseal.crypto.keychain.store_master_key)",
+            cli_advice=PASS_KEY_CLI,
         )
     return _read_key_file(key_file), f"file:{key_file}"
 

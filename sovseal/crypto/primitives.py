@@ -87,8 +87,9 @@ def _require_key(key: object, what: str) -> bytes:
     key = bytes(key)
     if len(key) != KEY_SIZE:
         raise InvalidInputError(
-            f"{what} must be exactly {KEY_SIZE} bytes, got {len(key)}; "
-            "generate one with os.urandom(32) or import an exported key with sovseal.crypto.keychain.import_key"
+            f"{what} must be exactly {KEY_SIZE} bytes, got {len(key)}",
+            advice="generate one with os.urandom(32) or import an exported key with sovseal.crypto.keychain.import_key",
+            cli_advice="pass --key-file FILE or SOVSEAL_KEY with a key that `sovseal key export` printed",
         )
     return key
 
@@ -208,11 +209,17 @@ class Sealer:
         with self._lock:
             if self._used >= self._limit:
                 raise KeyExhaustedError(
-                    f"this key has sealed {self._used} records, its safety limit of {self._limit} for "
-                    "random 96-bit nonces; reads and verify still work, but to store more, rotate the key: "
-                    "create a new store (it gets a new key) and store the memories again through the SDK "
-                    "(e.g. each branch's state()); `sovseal import` cannot move them, since it refuses a "
-                    "backup sealed under another key (docs/operations.md, Key rotation)"
+                    f"this key has sealed {self._used} records, its safety limit of {self._limit} for random 96-bit nonces",
+                    advice=(
+                        "reads and verify still work, but to store more, rotate the key: "
+                        "create a new store (it gets a new key) and store the memories again through the SDK "
+                        "(e.g. each branch's state()); `sovseal import` cannot move them, since it refuses a "
+                        "backup sealed under another key (docs/operations.md, Key rotation)"
+                    ),
+                    cli_advice=(
+                        "reads and verify still work; to store more, re-seal the store under a new key with "
+                        "`sovseal key rotate` (docs/operations.md, Key rotation)"
+                    ),
                 )
             self._used += 1  # counted before use: a nonce drawn is a nonce spent
         nonce = os.urandom(NONCE_SIZE)

@@ -10,7 +10,7 @@ from __future__ import annotations
 from typing import Any
 
 from sovseal.canonical import loads
-from sovseal.errors import IntegrityError
+from sovseal.errors import RUN_VERIFY, RUN_VERIFY_CLI, IntegrityError
 from sovseal.storage import frames as fr
 
 from .primitives import LEGACY_FORMAT_VERSION, IdKey, Sealer, derive_subkeys, keyed_id, pad, record_aad, record_fields_aad, unpad
@@ -153,5 +153,9 @@ class Sealing:
             plaintext = self.sync.open(seal, self._version_skeleton_aad(frame))  # a seal made before versions shared one
         sealed = loads(unpad(plaintext))
         if not isinstance(sealed, dict) or sealed.get("redacted") is not True or self.wire_id(str(sealed.get("sid"))) != frame.wire_id:
-            raise IntegrityError(f"the skeleton of snapshot {frame.wire_id.hex()} does not name its own snapshot; run verify()")
+            raise IntegrityError(
+                f"the skeleton of snapshot {frame.wire_id.hex()} does not name its own snapshot",
+                advice=RUN_VERIFY,
+                cli_advice=RUN_VERIFY_CLI,
+            )
         return sealed

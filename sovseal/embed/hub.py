@@ -28,7 +28,7 @@ def download(dest: Path, remedy: str) -> None:
     """Fetch, verify and store the pinned files as the model directory ``dest``."""
     endpoint = os.environ.get("HF_ENDPOINT", "https://huggingface.co").rstrip("/")
     if not endpoint.startswith(("https://", "http://")):  # urlopen would also read file:// and other schemes
-        raise ModelUnavailableError(f"HF_ENDPOINT must be an http(s) URL, got {endpoint!r}. {remedy}")
+        raise ModelUnavailableError(f"HF_ENDPOINT must be an http(s) URL, got {endpoint!r}.", advice=remedy)
     files = {}
     for name, (remote, pin) in FILES.items():
         url = f"{endpoint}/{REPO}/resolve/{REVISION}/{remote}"
@@ -48,7 +48,7 @@ def _fetch(url: str, limit: int, remedy: str) -> bytes:
             while chunk := response.read(1 << 20):
                 body += chunk
                 if len(body) > limit:
-                    raise ModelUnavailableError(f"{url} is larger than the pinned {limit} bytes. {remedy}")
+                    raise ModelUnavailableError(f"{url} is larger than the pinned {limit} bytes.", advice=remedy)
     except OSError as exc:  # URLError, timeouts and refused connections are all OSErrors
-        raise ModelUnavailableError(f"downloading {url} failed ({exc}). {remedy}") from exc
+        raise ModelUnavailableError(f"downloading {url} failed ({exc}).", advice=remedy) from exc
     return bytes(body)

@@ -81,7 +81,8 @@ def check_pinned(data: bytes, pin: Pinned, where: str, remedy: str) -> None:
     if digest != pin.sha256:
         raise ModelUnavailableError(
             f"{where} is not {pin.description}: sha256 {digest}, expected {pin.sha256} "
-            f"({len(data)} bytes, expected {pin.size}). {remedy}"
+            f"({len(data)} bytes, expected {pin.size}).",
+            advice=remedy,
         )
 
 
@@ -90,7 +91,7 @@ def read_model_dir(path: Path, remedy: str) -> ModelFiles:
     model_path, tokenizer_path = path / MODEL, path / TOKENIZER
     missing = [p.name for p in (model_path, tokenizer_path) if not p.is_file()]
     if missing:
-        raise ModelUnavailableError(f"{path} holds no {' or '.join(missing)}. {remedy}")
+        raise ModelUnavailableError(f"{path} holds no {' or '.join(missing)}.", advice=remedy)
     manifest = _read_manifest(path, remedy)
     files = {}
     for name, file_path in ((MODEL, model_path), (TOKENIZER, tokenizer_path)):
@@ -100,13 +101,15 @@ def read_model_dir(path: Path, remedy: str) -> ModelFiles:
             if manifest.get(name) != digest:
                 raise ModelUnavailableError(
                     f"{file_path} failed its sha256 check: {digest}, manifest says {manifest.get(name)}. "
-                    f"The file was changed or damaged after it was written. {remedy}"
+                    "The file was changed or damaged after it was written.",
+                    advice=remedy,
                 )
         elif digest not in {pin.sha256 for pin in KNOWN[name]}:
             known = ", ".join(pin.description for pin in KNOWN[name])
             raise ModelUnavailableError(
                 f"{file_path} (sha256 {digest}) is none of the known files ({known}) and {path} has no {MANIFEST} "
-                f"listing it. {remedy}"
+                "listing it.",
+                advice=remedy,
             )
         files[name] = data
     return ModelFiles(files[MODEL], files[TOKENIZER], origin=str(path), model_sha256=sha256(files[MODEL]))
@@ -121,7 +124,7 @@ def _read_manifest(path: Path, remedy: str) -> dict[str, str] | None:
         if not all(isinstance(files[n], str) for n in (MODEL, TOKENIZER)):
             raise TypeError("digests must be strings")
     except (ValueError, KeyError, TypeError) as exc:
-        raise ModelUnavailableError(f"{manifest_path} is unreadable ({exc}). {remedy}") from exc
+        raise ModelUnavailableError(f"{manifest_path} is unreadable ({exc}).", advice=remedy) from exc
     return dict(files)
 
 

@@ -59,7 +59,7 @@ def resolve_model(model_dir: str | os.PathLike[str] | None, *, allow_download: b
     if allow_download:
         hub.download(root / DOWNLOADED, remedy)
         return read_model_dir(root / DOWNLOADED, remedy)
-    raise ModelUnavailableError(f"No embedding model found and downloads are not allowed. {remedy}")
+    raise ModelUnavailableError("No embedding model found and downloads are not allowed.", advice=remedy)
 
 
 def _remedy(root: Path) -> str:
@@ -95,5 +95,5 @@ def _build(package_model: Path, dest: Path, remedy: str) -> ModelFiles:
         model = build_minilm_onnx(dequantized_weights(int8))
         write_model_dir(dest, {MODEL: model, TOKENIZER: tokenizer}, origin=f"built by sovseal from {PACKAGE_INT8.description}")
     except OSError as exc:
-        raise ModelUnavailableError(f"cannot write the model cache {dest} ({exc}). {remedy}") from exc
+        raise ModelUnavailableError(f"cannot write the model cache {dest} ({exc}).", advice=remedy) from exc
     return read_model_dir(dest, remedy)

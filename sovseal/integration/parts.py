@@ -36,7 +36,7 @@ from typing import Any
 from sovseal.sdk.client import Sovseal
 
 from ..canonical import canonicalize
-from ..errors import IntegrityError, PayloadTooLargeError
+from ..errors import RUN_VERIFY, RUN_VERIFY_CLI, IntegrityError, PayloadTooLargeError
 from ..models import Memory
 
 #: The largest value any adapter stores (UTF-8 bytes of its text, or of its canonical JSON): the one
@@ -192,12 +192,20 @@ class Parts:
                 or part.get("sha256") != d.get("sha256")
                 or not isinstance(part.get("s"), str)
             ):
-                raise IntegrityError(f"part {i} of {path!r} is missing or does not name its place; run verify()")
+                raise IntegrityError(
+                    f"part {i} of {path!r} is missing or does not name its place",
+                    advice=RUN_VERIFY,
+                    cli_advice=RUN_VERIFY_CLI,
+                )
             pieces.append(part["s"])
         text = "".join(pieces)
         data = text.encode("utf-8", errors="surrogatepass")
         if len(data) != d.get("bytes") or hashlib.sha256(data).hexdigest() != d.get("sha256"):
-            raise IntegrityError(f"the parts of {path!r} do not add up to the value its record names; run verify()")
+            raise IntegrityError(
+                f"the parts of {path!r} do not add up to the value its record names",
+                advice=RUN_VERIFY,
+                cli_advice=RUN_VERIFY_CLI,
+            )
         return text if d.get("kind") == "str" else json.loads(text)
 
     def read(self, client: Sovseal, memory: Memory, *, branch: str | None = None) -> Any:

@@ -32,11 +32,18 @@ def open_vector_index(
         return EmbedderMismatchError(
             f"the vector index of {store_path} was embedded by {what}, and this handle embeds with {describe(current)}: "
             "vectors of two models cannot be compared, so recall is refused until the index is rebuilt. "
-            "Reads work, and new memories are still stored (the rebuild embeds them). "
-            "To switch the store to the current model, run `sovseal rebuild-index` with the same SOVSEAL_MODEL_DIR "
-            "(it re-embeds every memory, with a progress bar, and records the model); "
-            "from Python, sovseal.rebuild_index(path, embedder=...) does the same for any embedder. "
-            "To keep the old model, open the store with it again (the same SOVSEAL_MODEL_DIR or embedder)",
+            "Reads work, and new memories are still stored (the rebuild embeds them).",
+            advice=(
+                "To switch the store to the current model, run `sovseal rebuild-index` with the same SOVSEAL_MODEL_DIR "
+                "(it re-embeds every memory, with a progress bar, and records the model); "
+                "from Python, sovseal.rebuild_index(path, embedder=...) does the same for any embedder. "
+                "To keep the old model, open the store with it again (the same SOVSEAL_MODEL_DIR or embedder)"
+            ),
+            cli_advice=(
+                "to switch the store to the current model, run `sovseal rebuild-index` with the same SOVSEAL_MODEL_DIR "
+                "(it re-embeds every memory, with a progress bar, and records the model); to keep the old model, "
+                "run the command with the SOVSEAL_MODEL_DIR the store was built with"
+            ),
             recorded=recorded,
             current=current,
         )

@@ -105,8 +105,9 @@ def resolve_target(endpoint: str | None, api_key: str | None, project: str | Non
     api_key = api_key if api_key is not None else settings.API_KEY.get() or ""
     if not api_key:
         raise InvalidInputError(
-            f"replication to {endpoint} needs an API key: pass api_key=... or set {API_KEY_ENV} "
-            "(create one on the server with `sovseal serve --create-key`)"
+            f"replication to {endpoint} needs an API key:",
+            advice=f"pass api_key=... or set {API_KEY_ENV} (create one on the server with `sovseal serve --create-key`)",
+            cli_advice=f"set {API_KEY_ENV} (create one on the server with `sovseal serve --create-key`)",
         )
     project = project if project is not None else settings.PROJECT.get()
     if not isinstance(project, str) or not project:

@@ -21,16 +21,13 @@ import anyio
 import httpx
 from anyio.from_thread import BlockingPortal, start_blocking_portal
 
+from ..errors import PageTooLargeError as PageTooLargeError  # in the catalogue (sovseal.errors); still importable from here
 from ..errors import ReplicationError, ServerMisbehaviourError
 from .config import log_bodies
 from .http import ANSWER_BYTES, Transport, decide, read_raw
 from .protocol import PULL_PATH
 
 log = logging.getLogger("sovseal.replication")
-
-
-class PageTooLargeError(ServerMisbehaviourError):
-    """A pull page passed ``max_page_bytes``: asked for fewer items, an honest server's page fits."""
 
 
 class PullSession:

@@ -224,10 +224,17 @@ class _Pull:
             first = self.held[0][1]
             raise ReplicationError(
                 f"{len(self.held)} items ({held_bytes} bytes) pulled from {self.endpoint} wait for what item {first.id} "
-                f"depends on (its parent {first.parent or '-'} or branch), which the server has not sent; a pull holds "
-                f"at most max_held_items={self.config.max_held_items} and max_held_bytes={self.config.max_held_bytes}. "
-                f"Everything before them is imported and the cursor is at {self.saved.seq}. An honest server never "
-                "sends an item before what it depends on: check the server",
+                f"depends on (its parent {first.parent or '-'} or branch), which the server has not sent",
+                advice=(
+                    f"a pull holds at most max_held_items={self.config.max_held_items} and max_held_bytes="
+                    f"{self.config.max_held_bytes}. Everything before them is imported and the cursor is at "
+                    f"{self.saved.seq}. An honest server never sends an item before what it depends on: check the server"
+                ),
+                cli_advice=(
+                    f"a pull holds at most {self.config.max_held_items} such items and {self.config.max_held_bytes} bytes. "
+                    f"Everything before them is imported and the cursor is at {self.saved.seq}. An honest server never "
+                    "sends an item before what it depends on: check the server"
+                ),
                 code="held_limit",
                 ids=[first.id],
             )

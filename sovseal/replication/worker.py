@@ -251,8 +251,11 @@ class Replicator:
         detail = f"HTTP {status} ({outcome.code}): {outcome.message}"
         if status in _PAUSING or outcome.code in _PAUSING_CODES:
             error = ReplicationError(
-                f"{self.target.endpoint} refused replication with {detail}. Local writes continue and stay in "
-                "the outbox; fix the API key, project or endpoint, then call replication.retry().",
+                f"{self.target.endpoint} refused replication with {detail}. Local writes continue and stay in the outbox",
+                advice="fix the API key, project or endpoint, then call replication.retry().",
+                cli_advice=(
+                    "fix the API key, project or endpoint (SOVSEAL_API_KEY, SOVSEAL_PROJECT, SOVSEAL_ENDPOINT), then run `sovseal sync`"
+                ),
                 status=status,
                 code=outcome.code,
                 ids=[i.id for i in items],
@@ -278,8 +281,9 @@ class Replicator:
         with self._lock:
             self._record(detail)
         error = ReplicationError(
-            f"{self.target.endpoint} refused {len(bad)} item(s) with {detail}. They stay in the outbox and are not "
-            "sent again until you call replication.retry() (see replication.rejected()).",
+            f"{self.target.endpoint} refused {len(bad)} item(s) with {detail}.",
+            advice="They stay in the outbox and are not sent again until you call replication.retry() (see replication.rejected()).",
+            cli_advice="they stay in the outbox and are not sent again until replication is retried",
             status=status,
             code=outcome.code,
             ids=bad,

@@ -136,7 +136,7 @@ def _store_entry(
         raise InvalidInputError(f"index must be True or False, got {index!r}")
     if not index:
         if text is not None:
-            raise InvalidInputError("index=False stores no text for recall; drop text= or keep index=True")
+            raise InvalidInputError("index=False stores no text for recall", advice="drop text= or keep index=True")
         text = ""
     entry = make_entry("store", path, payload, metadata=metadata, type=type, provenance=provenance, text=text)
     entry.canonical()
@@ -636,9 +636,17 @@ class Sovseal:
         self._check_open()
         name = self._branch_arg(name)
         if name == DEFAULT_BRANCH:
-            raise InvalidInputError(f"the default branch {name!r} cannot be deleted; rollback() it or purge() what it holds")
+            raise InvalidInputError(
+                f"the default branch {name!r} cannot be deleted",
+                advice="rollback() it or purge() what it holds",
+                cli_advice="roll it back with `sovseal rollback SNAPSHOT`, or purge what it holds with `sovseal purge PATH`",
+            )
         if name == self.branch:
-            raise InvalidInputError(f"{name!r} is this handle's current branch; checkout() another branch before deleting it")
+            raise InvalidInputError(
+                f"{name!r} is this handle's current branch",
+                advice="checkout() another branch before deleting it",
+                cli_advice="pass --branch with another branch (or set SOVSEAL_BRANCH) to delete this one",
+            )
         self._store.delete_branch(name)
 
     def checkout(self, branch: str) -> None:

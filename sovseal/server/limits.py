@@ -18,6 +18,7 @@ from typing import Any
 
 from .. import settings
 from ..errors import InvalidInputError
+from ..errors import LimitError as LimitError  # in the catalogue (sovseal.errors); still importable from here
 
 #: Environment variables for the fields that have one (the CLI passes ``max_body`` itself).
 _SETTINGS: dict[str, settings.Setting[Any]] = {
@@ -28,10 +29,6 @@ _SETTINGS: dict[str, settings.Setting[Any]] = {
     "max_connections": settings.SERVER_MAX_CONNECTIONS,
 }
 ENV = {name: setting.name for name, setting in _SETTINGS.items()}
-
-
-class LimitError(InvalidInputError):
-    """A limit (argument or environment variable) that is not a usable number: ``sovseal serve`` says so and exits."""
 
 
 def _from_env(name: str) -> Any:

@@ -165,7 +165,11 @@ def _swap(
     None (try again) when a redaction appended meanwhile erases a record already copied whole.
     """
     if reader.replaced():
-        raise StorageError("another process compacted or migrated the journal meanwhile; nothing was changed, run compact() again")
+        raise StorageError(
+            "another process compacted or migrated the journal meanwhile",
+            advice="nothing was changed, run compact() again",
+            cli_advice="nothing was changed, run `sovseal compact` again",
+        )
     if reader.format != FORMAT:
         raise StorageError("the journal is not in the current format; open the store once to migrate it, then compact")
     end = store.journal_end()

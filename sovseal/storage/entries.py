@@ -7,7 +7,7 @@ from dataclasses import dataclass, field
 from typing import Any, Literal
 
 from sovseal.canonical import canonicalize, loads
-from sovseal.errors import IntegrityError, InvalidInputError, PayloadTooLargeError
+from sovseal.errors import RUN_VERIFY, RUN_VERIFY_CLI, IntegrityError, InvalidInputError, PayloadTooLargeError
 
 MemoryType = Literal["episodic", "semantic", "procedural"]
 Provenance = Literal["explicit", "observed"]
@@ -63,7 +63,11 @@ class Entry:
     def from_canonical(cls, data: bytes) -> Entry:
         raw = loads(data)
         if not isinstance(raw, dict) or not raw.keys() >= _ENTRY_FIELDS:  # authentic, yet not what a writer writes
-            raise IntegrityError("an authentic record holds no entry object (op, path, payload, metadata, type, provenance); run verify()")
+            raise IntegrityError(
+                "an authentic record holds no entry object (op, path, payload, metadata, type, provenance)",
+                advice=RUN_VERIFY,
+                cli_advice=RUN_VERIFY_CLI,
+            )
         entry = cls(raw["op"], raw["path"], raw["payload"], raw["metadata"], raw["type"], raw["provenance"], raw.get("text"))
         object.__setattr__(entry, "_canonical", bytes(data))  # the bytes that were hashed: no need to rebuild them
         return entry

@@ -31,6 +31,7 @@ from pathlib import Path
 from sovseal.crypto.primitives import PreparedMac, prepared_hmac
 from sovseal.durable import fsync_dir, fsync_fd
 from sovseal.errors import IntegrityError, JournalFormatError, StorageError
+from sovseal.errors import JournalHeaderError as JournalHeaderError  # in the catalogue; still importable from here
 
 HEADER = struct.Struct(">I16sQ")  # body length, MAC, sequence number
 _SEQ = struct.Struct(">Q")
@@ -52,18 +53,6 @@ _HEADER_MAC_PREFIX = b"sovseal/v2/journal-header\x00"
 _FRAME_KEY_PREFIX = b"sovseal/v2/frame-key\x00"
 _MAC_PREFIX = b"sovseal/v2/frame\x00"
 _HEAD_TAG_PREFIX = b"sovseal/v2/record-head\x00"
-
-
-class JournalHeaderError(IntegrityError):
-    """The journal's header does not authenticate under the key given.
-
-    ``key_is_right``: frames after it authenticate under the journal id it holds, so the key is
-    right and the header itself is damaged. Otherwise the key may be wrong; the store decides.
-    """
-
-    def __init__(self, message: str, *, key_is_right: bool) -> None:
-        super().__init__(message)
-        self.key_is_right = key_is_right
 
 
 class Order(Enum):

@@ -31,6 +31,9 @@ from sovseal.crypto.primitives import record_fields_aad
 from sovseal.crypto.sealing import Sealing
 from sovseal.durable import atomic_write, fsync_dir, make_dirs
 from sovseal.errors import (
+    PASS_KEY_CLI,
+    RUN_VERIFY,
+    RUN_VERIFY_CLI,
     ErasedError,
     HeadMovedError,
     IntegrityError,
@@ -220,7 +223,9 @@ class LocalStore:
                 ) from None
             raise KeyUnavailableError(
                 f"no frame of the journal in {directory} authenticates under this key: it is the wrong key (or the "
-                "journal's header is damaged). Pass the store's own key."
+                "journal's header is damaged).",
+                advice="Pass the store's own key.",
+                cli_advice=PASS_KEY_CLI,
             ) from None
         except BaseException:
             self.close()
@@ -239,7 +244,9 @@ class LocalStore:
             if not self._key_confirmed:
                 raise KeyUnavailableError(
                     f"the store at {self.directory} was created with key id {meta.get('key_id')}; the key given has id "
-                    f"{self.sealing.key_id}. Pass the store's own key (key=..., or the one in its keychain entry / key file)."
+                    f"{self.sealing.key_id}.",
+                    advice="Pass the store's own key (key=..., or the one in its keychain entry / key file).",
+                    cli_advice=PASS_KEY_CLI,
                 )
             return str(meta["store_uuid"])
         return str(meta.get("store_uuid") or uuid.uuid4())  # the key module may have written one
@@ -579,10 +586,18 @@ class LocalStore:
         branch = self._lineage.branches.get(self.branch_id(name))
         if branch is None or branch.deleted:
             if self._lineage.unattributed_damage:
-                raise IntegrityError(f"no branch {name!r} can be trusted: the journal has damage that may have held it; run verify()")
-            raise UnknownBranchError(f"no branch named {name!r}; list them with branches()")
+                raise IntegrityError(
+                    f"no branch {name!r} can be trusted: the journal has damage that may have held it",
+                    advice=RUN_VERIFY,
+                    cli_advice=RUN_VERIFY_CLI,
+                )
+            raise UnknownBranchError(
+                f"no branch named {name!r}",
+                advice="list them with branches()",
+                cli_advice="list branches with `sovseal branches`",
+            )
         if not branch.authentic:
-            raise IntegrityError(f"the HEAD of branch {name!r} failed authentication; run verify()")
+            raise IntegrityError(f"the HEAD of branch {name!r} failed authentication", advice=RUN_VERIFY, cli_advice=RUN_VERIFY_CLI)
         return branch
 
     def branch_names(self) -> list[str]:
@@ -605,7 +620,7 @@ class LocalStore:
     def _open_branch_event(self, frame: fr.BranchFrame) -> dict[str, Any]:
         event = loads(self.sealing.unseal(frame.sealed_event, self.sealing.branch_aad(frame), frame.flags))
         if not isinstance(event, dict) or self.branch_id(str(event.get("branch"))) != frame.branch_id:
-            raise IntegrityError("a branch event does not match its keyed branch id; run verify()")
+            raise IntegrityError("a branch event does not match its keyed branch id", advice=RUN_VERIFY, cli_advice=RUN_VERIFY_CLI)
         return event
 
     def sid_of(self, idx: int) -> str:
@@ -615,7 +630,7 @@ class LocalStore:
             node = self._lineage.nodes[idx]
             sid = self.sealing.open_sid(node.sealed_sid, node.wire_id)
             if self.wire_id(sid) != node.wire_id:
-                raise IntegrityError(f"snapshot {sid} does not match its keyed id; run verify()")
+                raise IntegrityError(f"snapshot {sid} does not match its keyed id", advice=RUN_VERIFY, cli_advice=RUN_VERIFY_CLI)
             self._sids[idx] = sid
         return sid
 
@@ -635,7 +650,11 @@ class LocalStore:
             raise InvalidInputError(f"a snapshot id looks like 'snap_<64 hex>'; got {sid!r}")
         idx = self._lineage.by_wire.get(self.wire_id(sid))
         if idx is None:
-            raise UnknownSnapshotError(f"no snapshot {sid} in this store; list snapshots with log()")
+            raise UnknownSnapshotError(
+                f"no snapshot {sid} in this store",
+                advice="list snapshots with log()",
+                cli_advice="list snapshots with `sovseal log --graph`",
+            )
         return idx
 
     def recheck_ids(self, sids: Iterable[str]) -> None:
@@ -658,10 +677,10 @@ class LocalStore:
         node = self._lineage.nodes[idx]
         where = f"the record at journal byte {node.offset}"
         if not node.authentic:
-            raise IntegrityError(f"{where} failed authentication (it was altered on disk); run verify()")
+            raise IntegrityError(f"{where} failed authentication (it was altered on disk)", advice=RUN_VERIFY, cli_advice=RUN_VERIFY_CLI)
         authentic, body = self._journal.read_frame(node.offset, node.size)
         if not authentic:
-            raise IntegrityError(f"{where} changed on disk after the store was opened; run verify()")
+            raise IntegrityError(f"{where} changed on disk after the store was opened", advice=RUN_VERIFY, cli_advice=RUN_VERIFY_CLI)
         return body
 
     def open(self, idx: int) -> Opened:
@@ -679,17 +698,21 @@ class LocalStore:
         where = f"the record at journal byte {node.offset}"
         frame = self.decode(self.recheck(idx))
         if not isinstance(frame, fr.RecordFrame):  # an authentic frame of another kind where a record should be
-            raise IntegrityError(f"{where} is not a record frame; run verify()")
+            raise IntegrityError(f"{where} is not a record frame", advice=RUN_VERIFY, cli_advice=RUN_VERIFY_CLI)
         if frame.hlc == fr.UNKNOWN_HLC:
-            raise IntegrityError(f"{where} has a time that is not a plausible unix time (it came so from a server); run verify()")
+            raise IntegrityError(
+                f"{where} has a time that is not a plausible unix time (it came so from a server)",
+                advice=RUN_VERIFY,
+                cli_advice=RUN_VERIFY_CLI,
+            )
         canonical = self.sealing.unseal(frame.sealed_entry, self.sealing.record_aad(frame), frame.flags)
         parent_id = self.parent_id(idx)
         sid = snapshot_id(canonical, parent_id or "")
         if self.wire_id(sid) != node.wire_id or self.sid_of(idx) != sid:
-            raise IntegrityError(f"{where} does not re-derive its snapshot id; run verify()")
+            raise IntegrityError(f"{where} does not re-derive its snapshot id", advice=RUN_VERIFY, cli_advice=RUN_VERIFY_CLI)
         entry = Entry.from_canonical(canonical)
         if self.path_hash(entry.path) != node.path_hash or (entry.op == "delete") != (node.op is fr.Op.DELETE):
-            raise IntegrityError(f"{where} does not match its keyed path or operation; run verify()")
+            raise IntegrityError(f"{where} does not match its keyed path or operation", advice=RUN_VERIFY, cli_advice=RUN_VERIFY_CLI)
         return Opened(node, entry, sid, parent_id)
 
     # -- writing -------------------------------------------------------------------------
@@ -947,10 +970,14 @@ class LocalStore:
         """The redaction frame at ``where`` (offset, size) and its opened body; IntegrityError if altered."""
         authentic, body = self._journal.read_frame(*where)
         if not authentic:
-            raise IntegrityError(f"the redaction at journal byte {where[0]} failed authentication; run verify()")
+            raise IntegrityError(
+                f"the redaction at journal byte {where[0]} failed authentication",
+                advice=RUN_VERIFY,
+                cli_advice=RUN_VERIFY_CLI,
+            )
         frame = self.decode(body)
         if not isinstance(frame, fr.RedactionFrame):
-            raise IntegrityError(f"journal byte {where[0]} is not a redaction frame; run verify()")
+            raise IntegrityError(f"journal byte {where[0]} is not a redaction frame", advice=RUN_VERIFY, cli_advice=RUN_VERIFY_CLI)
         return frame, self._open_redaction_body(frame)
 
     def _open_redaction_body(self, frame: fr.RedactionFrame) -> dict[str, Any]:
@@ -977,21 +1004,29 @@ class LocalStore:
         node = self._lineage.nodes[idx]
         frame = self.decode(self.recheck(idx))
         if not isinstance(frame, fr.RecordFrame):
-            raise IntegrityError(f"journal byte {node.offset} is not a record frame; run verify()")
+            raise IntegrityError(f"journal byte {node.offset} is not a record frame", advice=RUN_VERIFY, cli_advice=RUN_VERIFY_CLI)
         sid = self.sid_of(idx)
         where = self._lineage.redactions.get(node.wire_id)
         if where is None:
-            raise IntegrityError(f"snapshot {sid} is a skeleton that no redaction names; run verify()")
+            raise IntegrityError(f"snapshot {sid} is a skeleton that no redaction names", advice=RUN_VERIFY, cli_advice=RUN_VERIFY_CLI)
         redaction, body = self.open_redaction(where)
         seal = dict(redaction.erased)[node.wire_id]
         if frame.redacted:
             if frame.sealed_entry != seal:
-                raise IntegrityError(f"the skeleton of snapshot {sid} is not the one its redaction made; run verify()")
+                raise IntegrityError(
+                    f"the skeleton of snapshot {sid} is not the one its redaction made",
+                    advice=RUN_VERIFY,
+                    cli_advice=RUN_VERIFY_CLI,
+                )
             op = self.sealing.open_skeleton(frame, seal)["op"]
         else:
             op = self._open(idx).entry.op
         if ("delete" if node.op is fr.Op.DELETE else "store") != op:
-            raise IntegrityError(f"the skeleton of snapshot {sid} does not match its operation; run verify()")
+            raise IntegrityError(
+                f"the skeleton of snapshot {sid} does not match its operation",
+                advice=RUN_VERIFY,
+                cli_advice=RUN_VERIFY_CLI,
+            )
         body.pop("purged", None)
         return {"sid": sid, "op": op, "redaction": redaction.event_id.hex(), **body}
 
@@ -1023,7 +1058,7 @@ class LocalStore:
             node = self._lineage.nodes[idx]
             frame = self.decode(self.recheck(idx))
             if not isinstance(frame, fr.RecordFrame):
-                raise IntegrityError(f"journal byte {node.offset} is not a record frame; run verify()")
+                raise IntegrityError(f"journal byte {node.offset} is not a record frame", advice=RUN_VERIFY, cli_advice=RUN_VERIFY_CLI)
             sid = self.sid_of(idx)
             op = "delete" if node.op is fr.Op.DELETE else "store"
             skeleton = canonicalize({"sid": sid, "op": op, "redacted": True})
@@ -1060,7 +1095,11 @@ class LocalStore:
                 if frame.offset >= self._end:
                     break
                 if not frame.authentic:
-                    raise IntegrityError(f"journal byte {frame.offset} failed authentication; run verify() before exporting")
+                    raise IntegrityError(
+                        f"journal byte {frame.offset} failed authentication",
+                        advice="run verify() before exporting",
+                        cli_advice=RUN_VERIFY_CLI,
+                    )
                 decoded = self.decode(frame.body)
                 if not isinstance(decoded, fr.AckFrame):
                     out.append(self.wire_item(decoded))
