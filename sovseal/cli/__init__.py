@@ -27,6 +27,7 @@ import time
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
+from datetime import UTC, datetime
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, NoReturn, TypeVar
 
@@ -621,6 +622,41 @@ def _open(
     with mem:
         _watch(mem, directory, key)
         yield mem, origin
+        write = click.get_current_context().meta.get(_WRITE)
+        if write is not None and write.done is not None and mem.replication is not None:
+            _warn_if_failing(replication_state(mem))
+
+
+def replication_state(mem: Sovseal) -> dict[str, Any] | None:
+    """Replication as ``Sovseal.status()`` reports it once the worker has tried to send what is
+    queued (what ``close`` would do anyway), plus ``queued`` (items in the outbox) and ``since``
+    (when the oldest of them was written); None when replication is off.
+
+    A command is a fresh process: read at once, the worker has not tried yet and would say
+    ``sending`` with no error while the server is down; after the attempt it says ``backoff``
+    with the error, as a long-running SDK process does.
+    """
+    if mem.replication is None:
+        return None
+    mem.replication.flush(mem.replication.config.drain_on_close, stop_on_failure=True)
+    status = mem.status()
+    info: dict[str, Any] = jsonable(getattr(status, "replication", None)) or {}
+    info["queued"] = status.outbox_records
+    # SDK gap: the outbox's oldest item is read through the store's private handle.
+    oldest = mem._store.outbox(1) if status.outbox_records else []
+    info["since"] = jsonable(datetime.fromtimestamp(oldest[0].created_at, UTC)) if oldest else None
+    return info
+
+
+def _warn_if_failing(info: dict[str, Any] | None) -> None:
+    """Warn on stderr that the write is not replicated yet because replication is failing."""
+    if info is None or (info.get("state") not in ("backoff", "paused") and not info.get("last_error")):
+        return
+    since = f" since {_human(info['since'])}" if info.get("since") else ""
+    _note(
+        f"warning: replication to {info.get('endpoint')} is failing ({info.get('state')}): {_one_line(str(info.get('last_error')))}; "
+        f"{_count(info['queued'], 'item')} queued{since} stay in the outbox and are sent once it answers (see `sovseal status`)"
+    )
 
 
 @contextmanager
@@ -899,7 +935,10 @@ def status(path: str | None, branch: str, key_file: str | None, as_json: bool) -
       sovseal status --json | jq .outbox_records
     """
     with _open(path, branch, key_file) as (mem, origin):
+        replicating = replication_state(mem)
         info = jsonable(mem.status())
+        if replicating is not None:
+            info["replication"] = replicating
         info["conflicts"] = jsonable([c for name in mem.branches() for c in mem.conflicts(branch=name)])
     info["key_backend"] = origin.backend
     if as_json:

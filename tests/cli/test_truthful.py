@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import signal
+import socket
 import subprocess
 import time
 from pathlib import Path
@@ -190,3 +191,29 @@ def test_sigint_at_varied_moments_of_a_real_store_tells_the_truth(tmp_path: Path
             assert line == f"interrupted: the memory was committed (snapshot {sid[:17]})", line
             seen.add("committed")
     assert seen - {"finished"}, f"no run was interrupted: {seen}"
+
+
+# -- replication failing is said, by store and status ------------------------------------------------
+
+
+def closed_port() -> int:
+    """A port on 127.0.0.1 with nothing listening (bound, then released)."""
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return int(s.getsockname()[1])
+
+
+def test_store_warns_and_status_shows_when_replication_is_failing(store: Run) -> None:
+    down = {"SOVSEAL_ENDPOINT": f"http://127.0.0.1:{closed_port()}", "SOVSEAL_API_KEY": "sk-test"}
+    result = store("store", "x", "one", **down)
+    assert result.stdout.startswith("stored x -> ")
+    warning = result.stderr.strip().splitlines()
+    assert len(warning) == 1 and warning[0].startswith("warning: replication to http://127.0.0.1:"), result.stderr
+    assert "is failing (backoff)" in warning[0] and "ConnectError" in warning[0] and "queued since" in warning[0]
+    info = store.json("status", **down)["replication"]
+    assert info["state"] == "backoff" and info["last_error"] and info["last_error_at"], info
+    assert info["queued"] >= 1 and info["since"], info
+    human = store("status", **down).stdout
+    assert "backoff -> http://127.0.0.1:" in human and "last error" in human and "queued" in human and "since" in human
+    assert "sending" not in human
+    assert store("store", "y", "two").stderr == ""  # replication off: nothing to warn about
