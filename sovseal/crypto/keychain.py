@@ -280,7 +280,9 @@ def _keychain_put(backend: keyring.backend.KeyringBackend, username: str, master
         ) from exc
     stored = _keychain_get(backend, username)
     if stored is None:
-        raise KeyUnavailableError(f"the OS keychain ({_describe(backend)}) did not keep the key; {_NO_KEYCHAIN_HELP}")
+        raise KeyUnavailableError(
+            f"the OS keychain ({_describe(backend)}) did not keep the key", advice=_NO_KEYCHAIN_HELP, cli_advice=PASS_KEY_CLI
+        )
     return stored
 
 
@@ -447,7 +449,9 @@ def _save(store_dir: Path, master: bytes, keychain: keyring.backend.KeyringBacke
     raise KeyUnavailableError(
         f"no usable OS keychain for the sovseal store at {store_dir} (keyring offers only "
         f"{type(keyring.get_keyring()).__module__}.{type(keyring.get_keyring()).__name__}, which is not a "
-        f"protected keychain), and the key file fallback is off. {_NO_KEYCHAIN_HELP}"
+        "protected keychain), and the key file fallback is off.",
+        advice=_NO_KEYCHAIN_HELP,
+        cli_advice=PASS_KEY_CLI,
     )
 
 

@@ -122,3 +122,20 @@ def test_old_import_paths_still_work() -> None:
 
     moved = (ConsolidationError, ModelOutputError, UnknownRunError, PageTooLargeError, LimitError, JournalHeaderError)
     assert all(getattr(errors, cls.__name__) is cls for cls in moved)
+
+
+def test_the_mcp_error_envelope_carries_the_fields() -> None:
+    from sovseal.mcp.envelope import error_envelope
+
+    exc = errors.UnknownBranchError(
+        "no branch named 'x'", advice="list them with branches()", cli_advice="list branches with `sovseal branches`"
+    )
+    error = error_envelope(exc)["error"]
+    assert error == {
+        "type": "UnknownBranchError",
+        "message": str(exc),
+        "advice": "list them with branches()",
+        "cli_advice": "list branches with `sovseal branches`",
+        "exit_code": errors.EXIT_NOT_FOUND,
+    }
+    assert error_envelope(RuntimeError("a bug"))["error"]["exit_code"] == errors.EXIT_ERROR
