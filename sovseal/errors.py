@@ -142,6 +142,42 @@ class IntegrityError(SovsealError):
     exit_code = EXIT_INTEGRITY
 
 
+class DamagedRecordError(IntegrityError):
+    """One record failed authentication or did not re-derive its snapshot id.
+
+    ``offset`` (its journal byte) and ``snapshot_id`` say which; ``path`` is its memory path when
+    known: the path is sealed inside the damaged bytes, so it is named only when another version
+    of it opens (its keyed hash matches) or the caller asked for that path. The advice names the
+    way out: deleting the path hides the record from HEAD (the history keeps it, marked damaged),
+    and a replica or backup brings its content back.
+    """
+
+    def __init__(self, what: str, *, offset: int, snapshot_id: str, path: str | None = None, context: str = "") -> None:
+        self.what, self.offset, self.snapshot_id, self.path, self.context = what, offset, snapshot_id, path, context
+        named = f"path {path!r}" if path is not None else "its path is sealed in the damaged bytes and no other version names it"
+        message = f"{context}: " if context else ""
+        message += f"{what} (snapshot {snapshot_id}, {named})"
+        restore = "to get its content back, restore the store from a replica or backup"
+        if path is not None:
+            advice = f"delete({path!r}) hides it from HEAD (log(damaged='mark') keeps it, marked damaged); {restore}"
+            cli_advice = f"`sovseal delete {path}` hides it from HEAD (`sovseal log` keeps it, marked damaged); {restore}"
+        else:
+            advice = f"deleting its path hides it from HEAD; {restore}; {RUN_VERIFY} to list every damaged record"
+            cli_advice = (
+                f"`sovseal delete PATH` with its path hides it from HEAD (`sovseal log` marks it damaged); {restore}; "
+                "`sovseal verify` lists every damaged record"
+            )
+        super().__init__(message, advice=advice, cli_advice=cli_advice)
+
+    def named(self, path: str) -> DamagedRecordError:
+        """The same error, naming ``path`` (the caller asked for the record by its path)."""
+        return DamagedRecordError(self.what, offset=self.offset, snapshot_id=self.snapshot_id, path=path, context=self.context)
+
+    def within(self, context: str) -> DamagedRecordError:
+        """The same error, saying first what it stopped (``context``)."""
+        return DamagedRecordError(self.what, offset=self.offset, snapshot_id=self.snapshot_id, path=self.path, context=context)
+
+
 class ErasedError(SovsealError):
     """The record was erased by a purge: its content is gone for good (docs/design.md, "Redaction skeletons")."""
 

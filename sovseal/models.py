@@ -37,7 +37,8 @@ class LogEntry:
     snapshot_id: str
     parent_id: str | None
     seq: int  # position on the branch the snapshot was appended to
-    op: str  # "store" or "delete"; "erased" for a record a purge erased (its path is gone with it)
+    op: str  # "store" or "delete"; "erased" for a record a purge erased (its path is gone with it);
+    # "damaged" for one that fails authentication (log(damaged="mark")): path "" unless another version names it
     path: str
     created_at: datetime
 

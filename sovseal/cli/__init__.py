@@ -1315,10 +1315,11 @@ def log(limit: int | None, graph: bool, path: str | None, branch: str, key_file:
     """
     with _open(path, branch, key_file) as (mem, _):
         if not graph:
-            entries = mem.log(limit=limit)
+            entries = mem.log(limit=limit, damaged="mark")
         else:
             nodes = snapshot_graph(mem)
             heads = branch_heads(mem)
+    _warn_damaged(sum(1 for e in (entries if not graph else nodes) if e.op == "damaged"))
     if not graph:
         if as_json:
             _emit_json(entries)
@@ -1341,7 +1342,24 @@ ERASED_PATH = "(purged)"
 
 
 def _log_path(op: str, path: str) -> str:
+    if op == "damaged":
+        return f"{_visible(path)} {DAMAGED_NOTE}" if path else DAMAGED_NOTE
     return ERASED_PATH if op == "erased" else _visible(path)
+
+
+#: What ``log`` shows beside a record that fails authentication (its path, when another version names it).
+DAMAGED_NOTE = "(fails authentication)"
+
+
+def _warn_damaged(count: int) -> None:
+    """One line on stderr when the history shown holds damaged records, with the way out."""
+    if count:
+        click.echo(
+            f"warning: {_count(count, 'record')} in this history failed authentication (marked damaged): "
+            "`sovseal delete PATH` hides a damaged memory from HEAD, a replica or backup brings its content back, "
+            "and `sovseal verify` lists every damaged record",
+            err=True,
+        )
 
 
 _LANE_COLORS = ("red", "green", "yellow", "blue", "magenta", "cyan")

@@ -38,7 +38,7 @@ from sovseal.storage.entries import MEMORY_TYPES, memory_text
 from sovseal.storage.frames import Op
 from sovseal.storage.store import CHECKPOINT_EVERY, CHECKPOINT_ON_CLOSE
 
-from ..errors import IntegrityError
+from ..errors import RUN_VERIFY, RUN_VERIFY_CLI, DamagedRecordError, IntegrityError
 from . import text
 from .catalog import Catalog
 from .filters import Filter
@@ -421,9 +421,16 @@ class RecallEngine:
 
     def _check_damage(self, visible: np.ndarray) -> None:
         with self._lock:
-            for idx, reason in self.catalog.damage.items():
-                if idx < len(visible) and visible[idx]:
-                    raise IntegrityError(f"a memory visible at this HEAD cannot be opened, so recall cannot rank it: {reason}")
+            damaged = [(idx, reason) for idx, reason in self.catalog.damage.items() if idx < len(visible) and visible[idx]]
+        if not damaged:
+            return
+        idx, reason = damaged[0]
+        context = "a memory visible at this HEAD cannot be opened, so recall cannot rank it"
+        try:
+            self._store.open(idx)
+        except DamagedRecordError as exc:
+            raise exc.within(context) from None
+        raise IntegrityError(f"{context}: {reason}", advice=RUN_VERIFY, cli_advice=RUN_VERIFY_CLI)
 
     def _rank(
         self,

@@ -19,11 +19,13 @@ from collections import defaultdict
 from collections.abc import AsyncIterator, Callable, Iterator, Mapping, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from datetime import UTC, datetime
-from typing import TYPE_CHECKING, Any, TypeVar
+from typing import TYPE_CHECKING, Any, Literal, TypeVar
 
 from sovseal import settings
 from sovseal.crypto.keychain import coerce_key, resolve_key
 from sovseal.errors import (
+    RUN_VERIFY,
+    DamagedRecordError,
     EmbedderMismatchError,
     IntegrityError,
     InvalidInputError,
@@ -87,6 +89,19 @@ def _nothing_named(description: Mapping[str, Any]) -> str:
     elif "prefixes" in description:
         parts.append(f"no path under the {len(description['prefixes'])} prefixes")
     return " and ".join(parts)
+
+
+def _purged(description: Mapping[str, Any]) -> str:
+    """What a purge erased, as its messages name it."""
+    parts = []
+    if "path" in description:
+        parts.append(repr(description["path"]))
+    elif "paths" in description:
+        parts.append(f"{len(description['paths'])} paths")
+    if "prefix" in description or "prefixes" in description:
+        parts.append("the paths under the prefixes given")
+    what = " and ".join(parts) or "every path"
+    return f"the unreachable versions of {what}" if description.get("unreachable") else what
 
 
 class _Shared:
@@ -693,7 +708,12 @@ class Sovseal:
         name = self._branch_arg(branch)
         with self._store.reading() as lineage:
             idx = lineage.view(self._store.branch(name)).get(self._store.path_hash(entry.path))
-            return None if idx is None else self._memory(self._store.open(idx))
+            if idx is None:
+                return None
+            try:
+                return self._memory(self._store.open(idx))
+            except DamagedRecordError as exc:
+                raise exc.named(entry.path) from None
 
     def paths(self, prefix: str = "", *, branch: str | None = None) -> list[str]:
         """The paths visible at the HEAD of ``branch`` (default: this handle's) that start with
@@ -768,11 +788,14 @@ class Sovseal:
             opened = [self._store.open(idx).entry for idx in view.values()]
         return {e.path: e.payload for e in sorted(opened, key=lambda e: e.path)}
 
-    def log(self, *, limit: int | None = None, branch: str | None = None) -> list[LogEntry]:
+    def log(self, *, limit: int | None = None, branch: str | None = None, damaged: Literal["raise", "mark"] = "raise") -> list[LogEntry]:
         """The snapshots from HEAD back to genesis, newest first by (clock, wire id).
 
         With several heads (a pull brought concurrent writes) it holds everything every head
-        holds; the order is the same on every device with the same snapshots."""
+        holds; the order is the same on every device with the same snapshots. A record that fails
+        authentication raises :class:`DamagedRecordError`; with ``damaged="mark"`` it is listed
+        instead, as op ``"damaged"`` with its path when another version names it ("" otherwise),
+        so the rest of the history stays readable (``sovseal log`` does this)."""
         self._check_open()
         name = self._branch_arg(branch)
         out: list[LogEntry] = []
@@ -782,7 +805,14 @@ class Sovseal:
                     sid, parent = self._store.sid_of(node.idx), self._store.parent_id(node.idx)
                     out.append(LogEntry(sid, parent, node.seq, "erased", "", _at(node.created_at)))
                     continue
-                opened = self._store.open(node.idx)
+                try:
+                    opened = self._store.open(node.idx)
+                except DamagedRecordError as exc:
+                    if damaged != "mark":
+                        raise
+                    sid, parent = self._store.sid_of(node.idx), self._store.parent_id(node.idx)
+                    out.append(LogEntry(sid, parent, node.seq, "damaged", exc.path or "", _at(node.created_at)))
+                    continue
                 out.append(
                     LogEntry(
                         opened.snapshot_id,
@@ -970,10 +1000,33 @@ class Sovseal:
             # Erased, yet still sealed in the journal: this purge's, or those of one a crash cut
             # short before its rewrite (running it again finishes it), or of purges that deferred it.
             rewrite = compact and lineage.uncompacted > 0
+            if rewrite and lineage.damage:
+                raise self._purge_stopped_by_damage(lineage, description)
         reclaimed = self.compact().reclaimed if rewrite else 0
         if not compact:
             self._forget_erased()
         return PurgeResult(erased, rewrite, reclaimed)
+
+    def _purge_stopped_by_damage(self, lineage: Lineage, description: Mapping[str, Any]) -> IntegrityError:
+        """What a purge says when its erasure is committed but compaction cannot rewrite the journal
+        (it never rewrites one with damage): the sealed bytes stay on disk until it can."""
+        first = min(lineage.damage, key=lambda d: d.offset)
+        where = f"journal byte {first.offset} ({first.reason})"
+        damaged = next((n.idx for n in lineage.nodes if n.offset == first.offset and not n.redacted), None)
+        if damaged is not None:
+            try:
+                self._store.open(damaged)
+            except DamagedRecordError as exc:
+                where = f"{exc.what} (snapshot {exc.snapshot_id}" + (f", path {exc.path!r})" if exc.path else ")")
+        erased = _purged(description)
+        restore = "restore the store from a replica or backup, where the purge is replayed"
+        return IntegrityError(
+            f"the purge of {erased} is committed (reads never return it, and replication carries the erasure), but its "
+            f"sealed bytes are still in the journal: compaction never rewrites a journal with damage, and this one has "
+            f"damage at {where}",
+            advice=f"{restore}, then run compact(); {RUN_VERIFY} to list every damaged record",
+            cli_advice=f"{restore}, then run `sovseal compact`; `sovseal verify` lists every damaged record",
+        )
 
     def erasures(self) -> int:
         """How many records of this store have been erased so far (here, by another process, or by a pull).
@@ -1338,8 +1391,10 @@ class AsyncSovseal:
     async def branches(self) -> list[str]:
         return await self._call(self._sync.branches)
 
-    async def log(self, *, limit: int | None = None, branch: str | None = None) -> list[LogEntry]:
-        return await self._call(self._sync.log, limit=limit, branch=branch)
+    async def log(
+        self, *, limit: int | None = None, branch: str | None = None, damaged: Literal["raise", "mark"] = "raise"
+    ) -> list[LogEntry]:
+        return await self._call(self._sync.log, limit=limit, branch=branch, damaged=damaged)
 
     async def state(self, *, branch: str | None = None) -> dict[str, Any]:
         return await self._call(self._sync.state, branch=branch)

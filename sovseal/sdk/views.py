@@ -97,7 +97,7 @@ def snapshot_graph(mem: Sovseal) -> list[GraphNode]:
     nodes: dict[str, GraphNode] = {}
     for name in heads:
         with _on_branch(mem, name):
-            for entry in mem.log():
+            for entry in mem.log(damaged="mark"):  # a damaged record shows where it sits
                 if entry.snapshot_id in nodes:
                     continue  # reached from another branch already
                 nodes[entry.snapshot_id] = GraphNode(

@@ -50,9 +50,14 @@ class CompactionReport:
 
 
 def due(store: LocalStore) -> bool:
-    """Is enough erased content waiting that compaction should run by itself?"""
+    """Is enough erased content waiting that compaction should run by itself?
+
+    Never for a journal with damage: compaction refuses to rewrite it, and the purge that erased
+    the content already said so (running it on every close would only repeat that)."""
     with store.reading() as lineage:
         waiting = lineage.uncompacted
+        if lineage.damage:
+            return False
     return waiting > 0 and (waiting >= AUTO_BYTES or waiting >= AUTO_FRACTION * store.journal_size())
 
 

@@ -9,6 +9,7 @@ processes appending to one store form one chain per branch.
 
 from __future__ import annotations
 
+import contextlib
 import dataclasses
 import errno
 import hashlib
@@ -34,6 +35,7 @@ from sovseal.errors import (
     PASS_KEY_CLI,
     RUN_VERIFY,
     RUN_VERIFY_CLI,
+    DamagedRecordError,
     ErasedError,
     HeadMovedError,
     IntegrityError,
@@ -691,7 +693,27 @@ class LocalStore:
         node = self._lineage.nodes[idx]
         if node.redacted:
             raise ErasedError(f"snapshot {self.sid_of(idx)} was erased by a purge; its content is gone for good")
-        return self._open(idx)
+        try:
+            return self._open(idx)
+        except IntegrityError as exc:
+            raise DamagedRecordError(exc.message, offset=node.offset, snapshot_id=self.sid_of(idx), path=self._path_of(idx)) from None
+
+    def _holds(self, idx: int, canonical: bytes) -> bool:
+        """Whether record ``idx`` holds the entry ``canonical`` (storing it again reinforces it).
+        A damaged record holds nothing that can be read: a new version replaces it at HEAD."""
+        try:
+            return self.open(idx).entry.canonical() == canonical
+        except DamagedRecordError:
+            return False
+
+    def _path_of(self, idx: int) -> str | None:
+        """The path of a damaged record, from another version of it that opens (None: none does)."""
+        node = self._lineage.nodes[idx]
+        for other in self._lineage.nodes.with_paths({node.path_hash}):
+            if other != idx and not self._lineage.nodes[other].redacted:
+                with contextlib.suppress(IntegrityError):
+                    return self._open(other).entry.path
+        return None
 
     def _open(self, idx: int) -> Opened:
         node = self._lineage.nodes[idx]
@@ -861,7 +883,7 @@ class LocalStore:
             visible = self._lineage.view(branch).get(path_hash)
             if visible is None and entry.op == "delete":
                 return None  # nothing to delete: a tombstone would change nothing
-            if visible is not None and entry.op == "store" and self.open(visible).entry.canonical() == canonical:
+            if visible is not None and entry.op == "store" and self._holds(visible, canonical):
                 frame = fr.ReinforceFrame(self._tick(), nodes[visible].wire_id, b"")
                 event = canonicalize({"reinforce": self.sid_of(visible), "at": frame.at})
                 sealed = self.sealing.seal(event, self.sealing.reinforce_aad(frame))
