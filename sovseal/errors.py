@@ -106,6 +106,15 @@ class InvalidInputError(SovsealError, ValueError):
     exit_code = EXIT_USAGE
 
 
+class InvalidArgumentTypeError(InvalidInputError, TypeError):
+    """An argument of the wrong type (a str where a bool goes, a list where a dict goes, ...).
+
+    Also a ``TypeError``, so code (and the frameworks' conformance suites) that catch the built-in
+    for a wrong type keep working; also an ``InvalidInputError``, so ``except SovsealError`` and the
+    CLI's exit code for bad input apply. The message names the type expected and the type given.
+    """
+
+
 class CanonicalizationError(InvalidInputError):
     """A value has no RFC 8785 (JCS) form: NaN, infinity, a non-string key, bytes, a set, ..."""
 

@@ -8,6 +8,7 @@ from typing import Any
 from langchain_core.documents import Document
 
 from sovseal import Memory, Sovseal
+from sovseal.errors import InvalidArgumentTypeError, InvalidInputError
 from sovseal.integration import Parts, as_text
 
 #: Every LangChain record lives under this top-level path segment, so it never mixes with memories
@@ -42,18 +43,20 @@ def translate_filter(filter: dict[str, Any] | None) -> dict[str, Any] | None:
     if filter is None:
         return None
     if not isinstance(filter, dict):
-        raise TypeError(f"filter must be a dict of metadata conditions such as {{'source': 'a.md'}}, got {type(filter).__name__}")
+        raise InvalidArgumentTypeError(
+            f"filter must be a dict of metadata conditions such as {{'source': 'a.md'}}, got {type(filter).__name__}"
+        )
     parts: list[dict[str, Any]] = []
     fields: dict[str, Any] = {}
     for name, condition in filter.items():
         if name in _LOGICAL:
             if not isinstance(condition, list) or not condition:
-                raise ValueError(f"{name} takes a non-empty list of filters")
+                raise InvalidInputError(f"{name} takes a non-empty list of filters, such as [{{'source': 'a.md'}}, {{'year': 2024}}]")
             parts.append({name: [translate_filter(item) or {} for item in condition]})
         elif name == "$not":
             parts.append({"$not": translate_filter(condition) or {}})
         elif isinstance(name, str) and name.startswith("$"):
-            raise ValueError(f"unknown filter operator {name!r} at the top level; use $and, $or, $not or a metadata field")
+            raise InvalidInputError(f"unknown filter operator {name!r} at the top level; use $and, $or, $not or a metadata field")
         else:
             fields[name] = condition
     if fields:
@@ -64,7 +67,7 @@ def translate_filter(filter: dict[str, Any] | None) -> dict[str, Any] | None:
 def scoped_filter(prefix: str, filter: dict[str, Any] | None, sovseal_filter: dict[str, Any] | None) -> dict[str, Any] | None:
     """The path ``prefix`` (none when empty) AND the metadata filter AND a raw sovseal filter."""
     if sovseal_filter is not None and not isinstance(sovseal_filter, dict):
-        raise TypeError(f"sovseal_filter must be a dict in sovseal's filter language, got {type(sovseal_filter).__name__}")
+        raise InvalidArgumentTypeError(f"sovseal_filter must be a dict in sovseal's filter language, got {type(sovseal_filter).__name__}")
     parts = [{"path_prefix": prefix}] if prefix else []
     return _all([*parts, *(p for p in (translate_filter(filter), sovseal_filter) if p is not None)])
 

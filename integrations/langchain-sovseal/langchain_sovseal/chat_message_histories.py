@@ -14,6 +14,7 @@ from langchain_core.chat_history import BaseChatMessageHistory
 from langchain_core.messages import BaseMessage, message_to_dict, messages_from_dict
 
 from sovseal import Memory, Sovseal
+from sovseal.errors import InvalidArgumentTypeError, InvalidInputError
 from sovseal.integration import Erasure, HandleOwner, batch_id, check_key, check_segment, erase_flag, index_text, open_handle
 
 from ._common import PARTS, ROOT
@@ -91,10 +92,10 @@ class SovsealChatMessageHistory(HandleOwner, BaseChatMessageHistory):
     ) -> None:
         check_key(session_id, "session_id")
         if not isinstance(erase_on_delete, bool):
-            raise TypeError(f"erase_on_delete must be a bool, got {type(erase_on_delete).__name__}")
+            raise InvalidArgumentTypeError(f"erase_on_delete must be a bool (True or False), got {type(erase_on_delete).__name__}")
         self.erase_on_delete = erase_on_delete
         if not session_id:
-            raise ValueError("session_id must be a non-empty string")
+            raise InvalidInputError("session_id must be a non-empty string: pass one id per conversation, such as 'user-42'")
         check_segment(namespace, "namespace")
         self.session_id = session_id
         self._prefix = f"{ROOT}-chat/{namespace}/{session_id}/"

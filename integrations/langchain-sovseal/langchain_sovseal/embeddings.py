@@ -8,6 +8,7 @@ from collections.abc import Sequence
 from langchain_core.embeddings import Embeddings
 
 from sovseal.embed import DIM, Embedder
+from sovseal.errors import InvalidInputError
 
 
 class SovsealEmbeddings(Embeddings):
@@ -38,7 +39,7 @@ class SovsealEmbeddings(Embeddings):
         embedder: Embedder | None = None,
     ) -> None:
         if embedder is not None and (model_dir is not None or allow_download or threads is not None):
-            raise ValueError("pass either embedder= (a loaded sovseal Embedder) or model_dir=/allow_download=/threads=")
+            raise InvalidInputError("pass either embedder= (a loaded sovseal Embedder) or model_dir=/allow_download=/threads=")
         self._embedder = embedder if embedder is not None else Embedder(model_dir, allow_download=allow_download, threads=threads)
 
     @property

@@ -12,6 +12,7 @@ from langchain_core.vectorstores import VectorStore
 from pydantic import ConfigDict, model_validator
 
 from sovseal import Memory, Sovseal
+from sovseal.errors import InvalidInputError
 
 from ._common import scoped_filter, to_document
 
@@ -57,9 +58,12 @@ class SovsealRetriever(BaseRetriever):
     @model_validator(mode="after")
     def _one_source(self) -> SovsealRetriever:
         if (self.vectorstore is None) == (self.client is None):
-            raise ValueError("pass exactly one of vectorstore= (a SovsealVectorStore) or client= (a sovseal.Sovseal)")
+            raise InvalidInputError("pass exactly one of vectorstore= (a SovsealVectorStore) or client= (a sovseal.Sovseal)")
         if self.vectorstore is not None and not isinstance(getattr(self.vectorstore, "client", None), Sovseal):
-            raise ValueError(f"vectorstore must be a SovsealVectorStore, got {type(self.vectorstore).__name__}")
+            raise InvalidInputError(
+                f"vectorstore must be a SovsealVectorStore, got {type(self.vectorstore).__name__}; "
+                "for another vector store use its own as_retriever()"
+            )
         _check_k(self.k)
         return self
 
@@ -118,7 +122,7 @@ class SovsealRetriever(BaseRetriever):
 
 def _check_k(k: object) -> int:
     if isinstance(k, bool) or not isinstance(k, int) or k < 0:
-        raise ValueError(f"k must be an integer >= 0, got {k!r}")
+        raise InvalidInputError(f"k must be an integer >= 0 (how many documents to return), got {k!r}")
     return k
 
 

@@ -11,6 +11,7 @@ from typing import Any
 from langchain_core.stores import ByteStore
 
 from sovseal import Sovseal
+from sovseal.errors import InvalidArgumentTypeError
 from sovseal.integration import Erasure, HandleOwner, check_key, check_segment, erase_flag, index_text, open_handle
 
 from ._common import PARTS, ROOT
@@ -59,7 +60,7 @@ class SovsealByteStore(HandleOwner, ByteStore):
     ) -> None:
         check_segment(namespace, "namespace")
         if not isinstance(erase_on_delete, bool):
-            raise TypeError(f"erase_on_delete must be a bool, got {type(erase_on_delete).__name__}")
+            raise InvalidArgumentTypeError(f"erase_on_delete must be a bool (True or False), got {type(erase_on_delete).__name__}")
         self.erase_on_delete = erase_on_delete
         self._prefix = f"{ROOT}-kv/{namespace}/"
         self._client, self._owns_client = open_handle(client, path=path, key=key, client_kwargs=client_kwargs)
@@ -78,7 +79,9 @@ class SovsealByteStore(HandleOwner, ByteStore):
         planned: list[tuple[str, str]] = []
         for key, value in key_value_pairs:
             if not isinstance(value, (bytes, bytearray, memoryview)):
-                raise TypeError(f"values of a ByteStore are bytes, got {type(value).__name__} for key {key!r}")
+                raise InvalidArgumentTypeError(
+                    f"values of a ByteStore are bytes, got {type(value).__name__} for key {key!r}; encode text first (value.encode())"
+                )
             planned.append((self._path(key), base64.b64encode(bytes(value)).decode("ascii")))
         parts: list[dict[str, Any]] = []
         items: list[dict[str, Any]] = []

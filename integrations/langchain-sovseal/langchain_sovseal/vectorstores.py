@@ -17,6 +17,7 @@ from langchain_core.vectorstores.utils import maximal_marginal_relevance
 
 from sovseal import LogEntry, Memory, Sovseal
 from sovseal.embed import Embedder
+from sovseal.errors import InvalidArgumentTypeError, InvalidInputError
 from sovseal.integration import EmbedFn, Erasure, HandleOwner, check_key, check_segment, deletion, index_text, open_handle, qualified_name
 
 from ._common import PARTS, ROOT, scoped_filter, to_document
@@ -151,12 +152,12 @@ class SovsealVectorStore(HandleOwner, VectorStore):
         **client_kwargs: Any,
     ) -> None:
         if not isinstance(erase_on_delete, bool):
-            raise TypeError(f"erase_on_delete must be a bool, got {type(erase_on_delete).__name__}")
+            raise InvalidArgumentTypeError(f"erase_on_delete must be a bool (True or False), got {type(erase_on_delete).__name__}")
         self._erase_on_delete = erase_on_delete
         self._collection = check_segment(collection, "collection")
         self._prefix = f"{ROOT}/{collection}/"
         if client_kwargs.get("embedder") is not None:
-            raise ValueError("pass embedding= (a LangChain Embeddings); the store gives the sovseal handle its embedder")
+            raise InvalidInputError("pass embedding= (a LangChain Embeddings); the store gives the sovseal handle its embedder")
         # Only a handle this store opens gets this store's embeddings (else sovseal's default, the model
         # of SovsealEmbeddings); a client passed in keeps its own.
         self._client, self._owns_client = open_handle(
@@ -216,7 +217,7 @@ class SovsealVectorStore(HandleOwner, VectorStore):
         ids: Sequence[str | None] | None = kwargs.pop("ids", None)
         memory_type = kwargs.pop("memory_type", self._memory_type)
         if ids is not None and len(ids) != len(documents):
-            raise ValueError(f"got {len(ids)} ids for {len(documents)} documents")
+            raise InvalidInputError(f"got {len(ids)} ids for {len(documents)} documents: pass one id per document (None for a new one)")
         out: list[str] = []
         parts: list[dict[str, Any]] = []
         records: list[dict[str, Any]] = []
@@ -226,7 +227,7 @@ class SovsealVectorStore(HandleOwner, VectorStore):
             path = self._path(doc_id)  # every id is checked before the first write
             content = doc.page_content
             if not isinstance(content, str):
-                raise TypeError(f"page_content must be a str, got {type(content).__name__} for document {doc_id!r}")
+                raise InvalidArgumentTypeError(f"page_content must be a str, got {type(content).__name__} for document {doc_id!r}")
             payload, doc_parts = PARTS.pack(path, content, where=f"the page_content of document {doc_id!r}", group=self._prefix)
             parts.extend(doc_parts)
             records.append(

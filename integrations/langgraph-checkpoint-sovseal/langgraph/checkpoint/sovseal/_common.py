@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import contextlib
 import functools
 from typing import Any
 from urllib.parse import quote, unquote
@@ -97,12 +98,10 @@ def decode_blob(holder: dict[str, Any], where: str) -> bytes:
     text = holder.get("b")
     if text is None:
         return decode_bytes(holder.get("d"), where)
-    try:
-        if not isinstance(text, str):
-            raise TypeError(type(text).__name__)
-        return text.encode("latin-1")
-    except (TypeError, UnicodeEncodeError):
-        raise IntegrityError(f"{where}: a blob is not in the adapter's encoding; run verify()") from None
+    if isinstance(text, str):
+        with contextlib.suppress(UnicodeEncodeError):
+            return text.encode("latin-1")
+    raise _not_ours(where)
 
 
 def encode_bytes(data: bytes) -> str:
@@ -110,9 +109,12 @@ def encode_bytes(data: bytes) -> str:
 
 
 def decode_bytes(text: object, where: str) -> bytes:
-    try:
-        if not isinstance(text, str):
-            raise TypeError(type(text).__name__)
-        return bytes.fromhex(text.translate(_DECODE))
-    except (TypeError, ValueError):
-        raise IntegrityError(f"{where}: a blob is not in the adapter's encoding; run verify()") from None
+    if isinstance(text, str):
+        with contextlib.suppress(ValueError):
+            return bytes.fromhex(text.translate(_DECODE))
+    raise _not_ours(where)
+
+
+def _not_ours(where: str) -> IntegrityError:
+    """A blob that is not a string in the adapter's encoding: stored bytes were changed or damaged."""
+    return IntegrityError(f"{where}: a blob is not in the adapter's encoding; run verify()")

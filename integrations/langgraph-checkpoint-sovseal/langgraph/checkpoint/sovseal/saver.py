@@ -47,7 +47,7 @@ from langgraph.checkpoint.base import (
 from langgraph.checkpoint.serde.types import _DeltaSnapshot
 
 from sovseal import Sovseal
-from sovseal.errors import HeadMovedError, IntegrityError, UnknownBranchError
+from sovseal.errors import HeadMovedError, IntegrityError, InvalidArgumentTypeError, InvalidInputError, UnknownBranchError
 
 from ._common import RECORD_BLOB_CHARS, no_embedding
 from ._group import GroupCommit
@@ -90,7 +90,7 @@ class ThreadVerification:
 def _thread_of(config: RunnableConfig) -> str:
     thread_id = (config.get("configurable") or {}).get("thread_id")
     if thread_id is None or thread_id == "":
-        raise ValueError('the config needs a thread id: {"configurable": {"thread_id": ...}}')
+        raise InvalidInputError('the config needs a thread id: {"configurable": {"thread_id": ...}}')
     return str(thread_id)
 
 
@@ -118,7 +118,10 @@ class _SovsealSaverBase(BaseCheckpointSaver[str]):
     def __init__(self, sovseal: Sovseal, *, serde: SerializerProtocol | None = None) -> None:
         super().__init__(serde=serde)
         if not isinstance(sovseal, Sovseal):
-            raise TypeError(f"{type(self).__name__} needs a sovseal.Sovseal handle, got {type(sovseal).__name__}")
+            raise InvalidArgumentTypeError(
+                f"{type(self).__name__} needs a sovseal.Sovseal handle, got {type(sovseal).__name__}; "
+                f"or let {type(self).__name__}.open(path, key=...) open one"
+            )
         self._s = Threads(sovseal)
         self._group = GroupCommit(self._s.lock, sovseal.batch)
 
@@ -303,7 +306,7 @@ class _SovsealSaverBase(BaseCheckpointSaver[str]):
         thread_id, ns = _thread_of(config), _ns_of(config)
         checkpoint_id = get_checkpoint_id(config)
         if not checkpoint_id:
-            raise ValueError("put_writes needs the config of a checkpoint (configurable.checkpoint_id)")
+            raise InvalidInputError("put_writes needs the config of a checkpoint (configurable.checkpoint_id)")
         incoming = {WRITES_IDX_MAP.get(ch, idx): (ch, self.serde.dumps_typed(value)) for idx, (ch, value) in enumerate(writes)}
         # Packed before the lock for the usual case, a task's first writes (no record to merge with).
         new_path = writes_path(thread_id, ns, checkpoint_id, task_id)
@@ -440,7 +443,7 @@ class _SovsealSaverBase(BaseCheckpointSaver[str]):
                 return
             dst = self._s.get(target)
             if dst is not None and dst.checkpoints:
-                raise ValueError(f"thread {target!r} already has checkpoints; delete_thread() it first or copy to a new thread")
+                raise InvalidInputError(f"thread {target!r} already has checkpoints; delete_thread() it first or copy to a new thread")
             if dst is not None:
                 self._s.empty(dst)  # it shows nothing: its branches are made again at the source's heads
             dst = Thread(target)
@@ -474,7 +477,7 @@ class _SovsealSaverBase(BaseCheckpointSaver[str]):
         """
         self._guard()
         if strategy not in ("keep_latest", "delete"):
-            raise ValueError(f"unknown prune strategy {strategy!r}; use 'keep_latest' or 'delete'")
+            raise InvalidInputError(f"unknown prune strategy {strategy!r}; use 'keep_latest' or 'delete'")
         for thread_id in map(str, thread_ids):
             with self._s.lock:
                 t = self._s.get(thread_id)
@@ -559,10 +562,12 @@ class _SovsealSaverBase(BaseCheckpointSaver[str]):
         """
         self._guard()
         if not get_checkpoint_id(config):
-            raise ValueError("rollback needs the config of a past checkpoint (configurable.checkpoint_id)")
+            raise InvalidInputError("rollback needs the config of a past checkpoint (configurable.checkpoint_id)")
         past = self.get_tuple(config)
         if past is None:
-            raise ValueError(f"no checkpoint {get_checkpoint_id(config)!r} in thread {_thread_of(config)!r}")
+            raise InvalidInputError(
+                f"no checkpoint {get_checkpoint_id(config)!r} in thread {_thread_of(config)!r}; list(config) lists the thread's checkpoints"
+            )
         step = past.metadata.get("step", -1)
         latest = self.get_tuple({"configurable": {**past.config["configurable"], "checkpoint_id": None}})
         newest = latest.checkpoint["id"] if latest else ""

@@ -70,7 +70,7 @@ from langgraph.store.base.embed import (
 )
 
 from sovseal import Memory, Sovseal, StoreResult
-from sovseal.errors import IntegrityError, InvalidInputError, UnknownPathError
+from sovseal.errors import IntegrityError, InvalidArgumentTypeError, InvalidInputError, UnknownPathError
 from sovseal.integration import INDEX_CHARS, canonicalize, check_size, loads, matches
 
 __all__ = ["SovsealStore"]
@@ -187,7 +187,7 @@ def _operator(value: Any, op: str, operand: Any) -> bool:
     if op == "$ne":
         return bool(value != operand)
     if op not in ("$gt", "$gte", "$lt", "$lte"):
-        raise ValueError(f"Unsupported operator: {op}; use $eq $ne $gt $gte $lt $lte")
+        raise InvalidInputError(f"Unsupported operator: {op}; use $eq $ne $gt $gte $lt $lte")
     return matches(op, operand, True, value)
 
 
@@ -197,7 +197,7 @@ def _matches(value: dict[str, Any], filter: dict[str, Any] | None) -> bool:
 
 def _namespace_matches(condition: MatchCondition, namespace: tuple[str, ...]) -> bool:
     if condition.match_type not in ("prefix", "suffix"):
-        raise ValueError(f"Unsupported match type: {condition.match_type}")
+        raise InvalidInputError(f"Unsupported match type: {condition.match_type}; use 'prefix' or 'suffix'")
     path = tuple(condition.path)
     if len(namespace) < len(path):
         return False
@@ -223,10 +223,13 @@ class SovsealStore(BaseStore):
         version, on every branch; the journal is compacted once per batch) instead of appending a
         tombstone that keeps its history (docs/integrations/langgraph.md, "Deleting and erasing")."""
         if not isinstance(erase_on_delete, bool):
-            raise TypeError(f"erase_on_delete must be a bool, got {type(erase_on_delete).__name__}")
+            raise InvalidArgumentTypeError(f"erase_on_delete must be a bool (True or False), got {type(erase_on_delete).__name__}")
         self.erase_on_delete = erase_on_delete
         if not isinstance(sovseal, Sovseal):
-            raise TypeError(f"SovsealStore needs a sovseal.Sovseal handle, got {type(sovseal).__name__}")
+            raise InvalidArgumentTypeError(
+                f"SovsealStore needs a sovseal.Sovseal handle, got {type(sovseal).__name__}; "
+                "or let SovsealStore.open(path, key=...) open one"
+            )
         self._h = handle = sovseal
         self._lock = threading.RLock()
         self._owned = False
@@ -424,7 +427,10 @@ class SovsealStore(BaseStore):
         """Reads see the state before the batch's writes; writes apply last, the last put per item winning
         (``InMemoryStore``'s order)."""
         if len(documents) != len(texts):
-            raise ValueError(f"the embedder returned {len(documents)} vectors for {len(texts)} texts")
+            raise InvalidInputError(
+                f"the embedder returned {len(documents)} vectors for {len(texts)} texts; "
+                "the IndexConfig's embed must return one vector per text, in order"
+            )
         with self._lock:
             self._fresh()
             results: list[Result] = []
@@ -439,7 +445,9 @@ class SovsealStore(BaseStore):
                 elif isinstance(op, PutOp):
                     results.append(None)
                 else:
-                    raise TypeError(f"Unknown operation type: {type(op)}")
+                    raise InvalidArgumentTypeError(
+                        f"Unknown operation type: {type(op)}; batch() takes GetOp, SearchOp, ListNamespacesOp and PutOp"
+                    )
             vectors = iter(documents)
             erased = False
             for (namespace, key), op in self._dedupe(ops).items():

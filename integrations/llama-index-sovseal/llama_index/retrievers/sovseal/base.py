@@ -20,6 +20,7 @@ from llama_index.vector_stores.sovseal.base import node_from_memory
 from llama_index.vector_stores.sovseal.filters import scope
 
 from sovseal import Memory, Sovseal
+from sovseal.errors import InvalidInputError
 from sovseal.integration import MAX_RECALL_K, HandleOwner
 
 LINEAGE_KEYS = ("sovseal_path", "sovseal_snapshot_id", "sovseal_type", "sovseal_created_at")
@@ -59,7 +60,7 @@ class SovsealRetriever(HandleOwner, BaseRetriever):
     ) -> None:
         super().__init__(callback_manager=callback_manager, verbose=verbose)
         if not isinstance(similarity_top_k, int) or not 1 <= similarity_top_k <= MAX_RECALL_K:
-            raise ValueError(f"similarity_top_k must be an integer from 1 to {MAX_RECALL_K}")
+            raise InvalidInputError(f"similarity_top_k must be an integer from 1 to {MAX_RECALL_K}, got {similarity_top_k!r}")
         self._client, _, self._owns_client = open_client(client, path, key, embedder, client_kwargs)
         self.similarity_top_k = similarity_top_k
         self.filters = filters

@@ -11,6 +11,7 @@ import numpy as np
 from llama_index.core.base.embeddings.base import BaseEmbedding
 
 from sovseal import Sovseal
+from sovseal.errors import InvalidArgumentTypeError
 from sovseal.integration import MAX_RECALL_K, Parts, open_handle
 
 #: The part records of values too large for one record (sovseal.integration.parts).
@@ -49,7 +50,7 @@ def embed_fn(embedder: Any) -> Any:
         inner = getattr(embedder, "embedder", None)
         return inner if inner is not None else _LlamaEmbedder(embedder)
     if not callable(embedder):
-        raise TypeError(
+        raise InvalidArgumentTypeError(
             f"embedder must be a SovsealEmbedding, a LlamaIndex BaseEmbedding or embed(texts) -> vectors; got {type(embedder).__name__}"
         )
     return embedder

@@ -32,6 +32,7 @@ from llama_index.core.vector_stores.types import (
 from llama_index.core.vector_stores.utils import metadata_dict_to_node, node_to_metadata_dict
 
 from sovseal import LogEntry, Memory, Sovseal, VerifyReport
+from sovseal.errors import InvalidInputError
 from sovseal.integration import HandleOwner, as_text, deletion, erase_records, index_text
 
 from ._common import PARTS, Queries, open_client, top_k
@@ -122,9 +123,9 @@ class SovsealVectorStore(HandleOwner, BasePydanticVectorStore):
         **kwargs: Any,
     ) -> None:
         if not isinstance(collection, str) or not collection:
-            raise ValueError("collection must be a non-empty string")
+            raise InvalidInputError(f"collection must be a non-empty string, such as 'docs'; got {collection!r}")
         if memory_type not in ("episodic", "semantic", "procedural"):
-            raise ValueError(f"memory_type must be episodic, semantic or procedural; got {memory_type!r}")
+            raise InvalidInputError(f"memory_type must be episodic, semantic or procedural; got {memory_type!r}")
         prefix = path_prefix if path_prefix is not None else f"llamaindex/{collection}/"
         # fields of this class: mypy sees the base's __init__ (no pydantic plugin)
         super().__init__(collection=collection, path_prefix=prefix, memory_type=memory_type, **kwargs)  # type: ignore[call-arg]
@@ -211,7 +212,7 @@ class SovsealVectorStore(HandleOwner, BasePydanticVectorStore):
         an earlier plain delete removed is erased too."""
         erase, reason = deletion(delete_kwargs, self.erase_on_delete)
         if node_ids is None and filters is None:
-            raise ValueError("delete_nodes needs node_ids or filters; clear() deletes every node of the collection")
+            raise InvalidInputError("delete_nodes needs node_ids or filters; clear() deletes every node of the collection")
         if node_ids is not None and not node_ids:
             return
         found = self._client.find(self._scope(filters, node_ids=node_ids))
@@ -288,7 +289,7 @@ class SovsealVectorStore(HandleOwner, BasePydanticVectorStore):
         elif mode in _RECALL_MODES and query.query_str:  # blank: recall finds no words in it, the vector still ranks
             found = self._client.recall_by_vector(self._queries.query(query.query_str), k=top_k(k), filter=where)
         elif mode in _RECALL_MODES:
-            raise ValueError("a sovseal query needs query_str (or query_embedding from the store's embedder)")
+            raise InvalidInputError("a sovseal query needs query_str (or query_embedding from the store's embedder)")
         else:
             raise NotImplementedError(f"SovsealVectorStore does not answer {mode.value!r} queries: use default, hybrid or mmr")
         nodes = [node_from_memory(m, self._client) for m in found]
@@ -312,7 +313,7 @@ class SovsealVectorStore(HandleOwner, BasePydanticVectorStore):
         elif query.query_embedding is not None:
             vector = np.asarray(query.query_embedding, dtype=np.float32)
         else:
-            raise ValueError("an MMR query needs query_str or query_embedding")
+            raise InvalidInputError("an MMR query needs query_str or query_embedding: set one on the VectorStoreQuery")
         candidates = self._client.recall_by_vector(vector, k=prefetch, filter=where)
         if not candidates:
             return []

@@ -43,6 +43,7 @@ from llama_index.core.storage.chat_store.base_db import AsyncDBChatStore, Messag
 from llama_index.vector_stores.sovseal._common import PARTS, open_client
 
 from sovseal import Memory, Sovseal
+from sovseal.errors import InvalidInputError
 from sovseal.integration import HandleOwner, batch_id, descriptor, erase_flag, erase_records, index_text
 
 DEFAULT_PREFIX = "llamaindex/chat/"
@@ -59,7 +60,7 @@ class _Chats:
 
     def _key_prefix(self, key: str) -> str:
         if not isinstance(key, str) or not key:
-            raise ValueError(f"a chat key is a non-empty string, got {key!r}")
+            raise InvalidInputError(f"a chat key is a non-empty string (one per conversation, such as 'user-42'), got {key!r}")
         return f"{self.prefix}{quote(key, safe='')}/"
 
     def records(self, key: str, status: MessageStatus | None = None) -> list[Memory]:
