@@ -18,8 +18,8 @@ def test_mind_all_leaves_out_consolidations_own_records(store: Run) -> None:
 
 
 def test_the_cli_prefix_is_consolidations_reserved_prefix() -> None:
-    """cli.py writes the prefix out (importing sovseal.consolidate would load numpy for `mind`)."""
-    import sovseal.cli as cli
+    """The CLI writes the prefix out (importing sovseal.consolidate would load numpy for `mind`)."""
+    from sovseal.cli import reading
     from sovseal.consolidate.layout import RESERVED
 
-    assert cli._RESERVED == RESERVED
+    assert reading._RESERVED == RESERVED

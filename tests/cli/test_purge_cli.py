@@ -13,7 +13,8 @@ from pathlib import Path
 
 import pytest
 
-import sovseal.cli as cli
+from sovseal.cli import writing
+from sovseal.cli.reading import ERASED_PATH
 from tests.cli.conftest import Run
 from tests.cli.support import clean_env
 from tests.cli.test_subprocess import sovseal_script
@@ -59,9 +60,9 @@ def test_purge_erases_every_version_on_every_branch_and_the_store_still_verifies
     erased = [e for e in entries if e["op"] == "erased"]
     assert len(erased) == 3 and all(e["path"] == "" for e in erased)  # main's three versions
     human = store("log").stdout
-    assert human.count(f"erased {cli.ERASED_PATH}") == 3 and "user.name" in human
+    assert human.count(f"erased {ERASED_PATH}") == 3 and "user.name" in human
     graph = store("log", "--graph").stdout
-    assert graph.count(f"erased {cli.ERASED_PATH}") == 4  # every branch
+    assert graph.count(f"erased {ERASED_PATH}") == 4  # every branch
     assert {e["op"] for e in store.json("log", "--graph")["snapshots"]} == {"store", "erased"}
 
     # The content is gone from the journal too, and a new write of the path is a new memory.
@@ -134,7 +135,7 @@ def test_purge_without_yes_refuses_when_stdin_is_not_a_terminal(store: Run) -> N
 
 def test_purge_asks_on_a_terminal(store: Run, monkeypatch: pytest.MonkeyPatch) -> None:
     store("store", "user.secret", SECRET)
-    monkeypatch.setattr(cli, "_stdin_is_tty", lambda: True)
+    monkeypatch.setattr(writing, "_stdin_is_tty", lambda: True)
     declined = store("purge", "user.secret", input="n\n", code=2)
     assert "Erase every version of 'user.secret' on every branch, for good?" in declined.stderr
     assert "nothing was purged" in declined.stderr and declined.stdout == ""

@@ -174,7 +174,8 @@ def test_a_password_in_the_database_url_draws_a_warning(tmp_path: Path) -> None:
     """Checked without a server: the warning comes before any connection (which then fails)."""
     from click.testing import CliRunner
 
-    from sovseal.cli import _has_password, main
+    from sovseal.cli import main
+    from sovseal.cli.replication import _has_password
 
     assert _has_password("postgresql://owner:hunter2@db/sovseal")
     assert not _has_password("postgresql://owner@db/sovseal") and not _has_password(str(tmp_path / "x.sqlite3"))

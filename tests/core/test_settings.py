@@ -33,7 +33,7 @@ OPERATIONS = ROOT / "docs" / "operations.md"
 NAME = re.compile(r"\bSOVSEAL_[A-Z][A-Z_]*[A-Z]\b")
 #: Modules still allowed to read the environment themselves. sovseal/cli/ reads its options'
 #: variables through click (``envvar=``) and a few directly until it is wired to the registry.
-ALLOWED_READERS = ("sovseal/settings.py", "sovseal/cli/")
+ALLOWED_READERS = ("sovseal/settings.py",)
 
 
 def _sources() -> list[Path]:
