@@ -110,3 +110,6 @@ class Status:
     #: Per branch: its heads' snapshot ids, newest first. One head: merged; several: a pull brought
     #: in concurrent writes that the next local write on that branch merges (see conflicts()).
     heads: dict[str, list[str | None]] = field(default_factory=dict)
+    #: When the oldest item still waiting in the outbox was written (None: nothing waits): how long
+    #: replication has been behind, whatever the worker's state says.
+    outbox_since: datetime | None = None

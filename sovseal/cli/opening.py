@@ -6,7 +6,6 @@ from __future__ import annotations
 
 from collections.abc import Iterator
 from contextlib import contextmanager
-from datetime import UTC, datetime
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -83,9 +82,7 @@ def replication_state(mem: Sovseal) -> dict[str, Any] | None:
     status = mem.status()
     info: dict[str, Any] = jsonable(getattr(status, "replication", None)) or {}
     info["queued"] = status.outbox_records
-    # SDK gap: the outbox's oldest item is read through the store's private handle.
-    oldest = mem._store.outbox(1) if status.outbox_records else []
-    info["since"] = jsonable(datetime.fromtimestamp(oldest[0].created_at, UTC)) if oldest else None
+    info["since"] = jsonable(status.outbox_since)
     return info
 
 

@@ -1196,6 +1196,7 @@ class Sovseal:
             head = self._store.branch(self.branch).head
             sync, rest = self._store.seals
             index = self._shared.index
+            oldest = self._store.outbox(1) if lineage.pending else []
             return ReplicatedStatus(
                 replication=replication,
                 path=str(self.path),
@@ -1214,6 +1215,7 @@ class Sovseal:
                 index_pending=0 if index is None else index.pending_count(),
                 index_error=None if index is None else index.last_error,
                 heads={name: self._heads(name) for name in self._store.branch_names()},
+                outbox_since=datetime.fromtimestamp(oldest[0].created_at, UTC) if oldest else None,
             )
 
     def _heads(self, name: str) -> list[str | None]:

@@ -214,9 +214,11 @@ def test_store_warns_and_status_shows_when_replication_is_failing(store: Run) ->
     warning = result.stderr.strip().splitlines()
     assert len(warning) == 1 and warning[0].startswith("warning: replication to http://127.0.0.1:"), result.stderr
     assert "is failing (backoff)" in warning[0] and "ConnectError" in warning[0] and "queued since" in warning[0]
-    info = store.json("status", **down)["replication"]
+    status = store.json("status", **down)
+    info = status["replication"]
     assert info["state"] == "backoff" and info["last_error"] and info["last_error_at"], info
     assert info["queued"] >= 1 and info["since"], info
+    assert status["outbox_since"] == info["since"]  # the SDK's Status.outbox_since, as the CLI shows it
     human = store("status", **down).stdout
     assert "backoff -> http://127.0.0.1:" in human and "last error" in human and "queued" in human and "since" in human
     assert "sending" not in human
