@@ -276,6 +276,16 @@ def _format_float(x: float) -> str:
 # --- slow path: find and describe the first problem ------------------------------------------------
 
 
+class _NotUnicode(str):
+    """The problem found for a lone surrogate: the one whose advice differs between Python and the CLI
+    (where such text comes from a JSON escape), so :func:`_locate` gives it as fields."""
+
+
+#: What to do about a lone surrogate, in Python words and in command-line words.
+_NOT_UNICODE_ADVICE = "fix the text (e.g. decode it with errors='replace')"
+_NOT_UNICODE_CLI_ADVICE = "fix the text: give valid UTF-8, and use a JSON \\uD800-\\uDFFF escape only as one half of a surrogate pair"
+
+
 def _locate(value: object, root: str) -> CanonicalizationError:
     """Walk ``value`` with paths and build the error for its first non-canonicalizable part."""
     try:
@@ -284,6 +294,8 @@ def _locate(value: object, root: str) -> CanonicalizationError:
         problem = f"{root} is nested too deeply to canonicalize; flatten the structure"
     if problem is None:  # pragma: no cover - the fast path and this walk accept the same values
         problem = f"{root} could not be canonicalized"
+    if isinstance(problem, _NotUnicode):
+        return CanonicalizationError(problem, advice=_NOT_UNICODE_ADVICE, cli_advice=_NOT_UNICODE_CLI_ADVICE)
     return CanonicalizationError(problem)
 
 
@@ -354,8 +366,5 @@ def _check_str(value: str, path: str) -> str | None:
     """Reject lone surrogates: they have no UTF-8 form, so the canonical bytes would not exist."""
     for offset, char in enumerate(value):
         if "\ud800" <= char <= "\udfff":
-            return (
-                f"{path} contains a lone surrogate U+{ord(char):04X} at offset {offset}, which is not "
-                "valid Unicode; fix the text (e.g. decode it with errors='replace')"
-            )
+            return _NotUnicode(f"{path} contains a lone surrogate U+{ord(char):04X} at offset {offset}, which is not valid Unicode")
     return None

@@ -75,24 +75,35 @@ def sha256(data: bytes) -> str:
     return hashlib.sha256(data).hexdigest()
 
 
-def check_pinned(data: bytes, pin: Pinned, where: str, remedy: str) -> None:
-    """Raise ``ModelUnavailableError`` unless ``data`` is the pinned file."""
+def cli_hint(first: str) -> str:
+    """``first`` (what to do in this case, in command-line words), then every way to provide the model.
+
+    The CLI prints ``cli_advice`` instead of the Python ``remedy``; a raise site with a hint of its own
+    (delete a damaged cache, reinstall a package) passes it through this, so the CLI says it too.
+    """
+    return f"{first}; or {ModelUnavailableError.cli_advice}"
+
+
+def check_pinned(data: bytes, pin: Pinned, where: str, remedy: str, cli_remedy: str | None = None) -> None:
+    """Raise ``ModelUnavailableError`` unless ``data`` is the pinned file (``cli_remedy``: as ``read_model_dir``'s)."""
     digest = sha256(data)
     if digest != pin.sha256:
         raise ModelUnavailableError(
             f"{where} is not {pin.description}: sha256 {digest}, expected {pin.sha256} "
             f"({len(data)} bytes, expected {pin.size}).",
             advice=remedy,
+            cli_advice=cli_remedy,
         )
 
 
-def read_model_dir(path: Path, remedy: str) -> ModelFiles:
-    """Read and verify the model in ``path``; ``remedy`` ends every error message (what the user can do)."""
+def read_model_dir(path: Path, remedy: str, cli_remedy: str | None = None) -> ModelFiles:
+    """Read and verify the model in ``path``; ``remedy`` ends every error message (what the user can do,
+    in Python words) and ``cli_remedy`` is its ``cli_advice`` (None: the class's, every way to provide it)."""
     model_path, tokenizer_path = path / MODEL, path / TOKENIZER
     missing = [p.name for p in (model_path, tokenizer_path) if not p.is_file()]
     if missing:
-        raise ModelUnavailableError(f"{path} holds no {' or '.join(missing)}.", advice=remedy)
-    manifest = _read_manifest(path, remedy)
+        raise ModelUnavailableError(f"{path} holds no {' or '.join(missing)}.", advice=remedy, cli_advice=cli_remedy)
+    manifest = _read_manifest(path, remedy, cli_remedy)
     files = {}
     for name, file_path in ((MODEL, model_path), (TOKENIZER, tokenizer_path)):
         data = file_path.read_bytes()
@@ -103,6 +114,7 @@ def read_model_dir(path: Path, remedy: str) -> ModelFiles:
                     f"{file_path} failed its sha256 check: {digest}, manifest says {manifest.get(name)}. "
                     "The file was changed or damaged after it was written.",
                     advice=remedy,
+                    cli_advice=cli_remedy,
                 )
         elif digest not in {pin.sha256 for pin in KNOWN[name]}:
             known = ", ".join(pin.description for pin in KNOWN[name])
@@ -110,12 +122,13 @@ def read_model_dir(path: Path, remedy: str) -> ModelFiles:
                 f"{file_path} (sha256 {digest}) is none of the known files ({known}) and {path} has no {MANIFEST} "
                 "listing it.",
                 advice=remedy,
+                cli_advice=cli_remedy,
             )
         files[name] = data
     return ModelFiles(files[MODEL], files[TOKENIZER], origin=str(path), model_sha256=sha256(files[MODEL]))
 
 
-def _read_manifest(path: Path, remedy: str) -> dict[str, str] | None:
+def _read_manifest(path: Path, remedy: str, cli_remedy: str | None) -> dict[str, str] | None:
     manifest_path = path / MANIFEST
     if not manifest_path.exists():
         return None
@@ -124,7 +137,7 @@ def _read_manifest(path: Path, remedy: str) -> dict[str, str] | None:
         if not all(isinstance(files[n], str) for n in (MODEL, TOKENIZER)):
             raise TypeError("digests must be strings")
     except (ValueError, KeyError, TypeError) as exc:
-        raise ModelUnavailableError(f"{manifest_path} is unreadable ({exc}).", advice=remedy) from exc
+        raise ModelUnavailableError(f"{manifest_path} is unreadable ({exc}).", advice=remedy, cli_advice=cli_remedy) from exc
     return dict(files)
 
 

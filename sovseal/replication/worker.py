@@ -341,8 +341,15 @@ class Replicator:
                     raise BackpressureTimeoutError(
                         f"the replication outbox holds {size} bytes, over max_outbox_bytes={self.max_outbox_bytes}, and "
                         f"did not drain within {timeout} s (replication is {self._state}; last error: "
-                        f"{self._last_error or 'none'}). Check that {self.target.endpoint} is reachable, or raise "
-                        "max_outbox_bytes or backpressure_timeout. Nothing was written."
+                        f"{self._last_error or 'none'}).",
+                        advice=(
+                            f"Check that {self.target.endpoint} is reachable, or raise max_outbox_bytes or "
+                            "backpressure_timeout. Nothing was written."
+                        ),
+                        cli_advice=(
+                            f"check that {self.target.endpoint} is reachable (`sovseal status` shows why replication "
+                            "is failing), then retry; nothing was written"
+                        ),
                     )
                 with self._drained:
                     self._drained.wait(0.1 if remaining is None else min(0.1, remaining))
