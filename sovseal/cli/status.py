@@ -91,7 +91,8 @@ def status(path: str | None, branch: str, key_file: str | None, as_json: bool) -
         "recovery": "recovery on open",
     }
     replication = info.pop("replication", None)
-    hidden = {"outbox_bytes"} if replication is not None else {"outbox_records", "outbox_bytes"}
+    # The queue's age is the replication section's "since"; without replication nothing waits to be sent.
+    hidden = {"outbox_bytes", "outbox_since"} if replication is not None else {"outbox_records", "outbox_bytes", "outbox_since"}
     rows: list[tuple[str, str]] = []
     for name, value in info.items():
         if name in hidden or (value in (None, [], {}) and name != "head") or (name == "index_pending" and not value):
