@@ -14,7 +14,7 @@ from typing import Any
 
 from sovseal.sdk.client import Sovseal
 
-from ..errors import UnknownPathError
+from ..errors import InvalidArgumentTypeError, UnknownPathError
 from ..models import Memory
 from .parts import Parts
 
@@ -24,7 +24,7 @@ def erase_flag(value: object, default: bool) -> bool:
     if value is None:
         return default
     if not isinstance(value, bool):
-        raise TypeError(f"erase must be a bool, got {type(value).__name__}")
+        raise InvalidArgumentTypeError(f"erase must be a bool, got {type(value).__name__}")
     return value
 
 
@@ -39,11 +39,11 @@ def deletion(options: Mapping[str, Any], default: bool) -> tuple[bool, str]:
     erase = erase_flag(rest.pop("erase", None), default)
     reason = rest.pop("reason", None)
     if rest:
-        raise TypeError(f"unexpected arguments: {', '.join(sorted(rest))}")
+        raise InvalidArgumentTypeError(f"unexpected arguments: {', '.join(sorted(rest))}; deleting takes erase= and reason= only")
     if reason is not None and not erase:
-        raise TypeError("reason= goes with erase=True: a plain delete keeps the history and records no reason")
+        raise InvalidArgumentTypeError("reason= goes with erase=True: a plain delete keeps the history and records no reason")
     if reason is not None and not isinstance(reason, str):
-        raise TypeError(f"reason must be a str, got {type(reason).__name__}")
+        raise InvalidArgumentTypeError(f"reason must be a str, got {type(reason).__name__}")
     return erase, reason or ""
 
 
@@ -62,7 +62,7 @@ class Erasure:
 
     def __init__(self, client: Sovseal, parts: Parts, reason: str = "") -> None:
         if not isinstance(reason, str):
-            raise TypeError(f"reason must be a str, got {type(reason).__name__}")
+            raise InvalidArgumentTypeError(f"reason must be a str, got {type(reason).__name__}")
         self._client = client
         self._parts = parts
         self._reason = reason

@@ -13,6 +13,7 @@ import time
 from collections.abc import Mapping
 from typing import Any, Self
 
+from sovseal.errors import InvalidArgumentTypeError, InvalidInputError
 from sovseal.sdk.client import EmbedFn, Sovseal
 
 
@@ -35,15 +36,15 @@ def open_handle(
     kwargs = dict(client_kwargs or {})
     if client is not None:
         if path is not None or key is not None or branch is not None or kwargs:
-            raise ValueError("pass either client= (an open Sovseal) or path=/key=/branch=/... to open one, not both")
+            raise InvalidInputError("pass either client= (an open Sovseal) or path=/key=/branch=/... to open one, not both")
         if not isinstance(client, Sovseal):
-            raise TypeError(f"client must be a sovseal.Sovseal, got {type(client).__name__}")
+            raise InvalidArgumentTypeError(f"client must be a sovseal.Sovseal, got {type(client).__name__}")
         return client, False
     if branch is not None:
         kwargs["branch"] = branch
     if embedder is not None:
         if kwargs.get("embedder") is not None:
-            raise ValueError("the embedder was given twice")
+            raise InvalidInputError("the embedder was given twice: pass embedder= once")
         kwargs["embedder"] = embedder
     return Sovseal(path, key=key, **kwargs), True
 
@@ -79,7 +80,7 @@ def check_segment(value: object, what: str) -> str:
     """A path segment an adapter builds prefixes from (a collection, a namespace): a non-empty
     string without ``/`` or NUL, so that one collection's prefix never covers another's records."""
     if not isinstance(value, str) or not value or "/" in value or "\x00" in value:
-        raise ValueError(f"{what} must be a non-empty string without '/' or NUL characters; got {value!r}")
+        raise InvalidInputError(f"{what} must be a non-empty string without '/' or NUL characters; got {value!r}")
     return value
 
 
@@ -87,9 +88,9 @@ def check_key(value: object, what: str) -> str:
     """A caller's id that ends a record path (a document id, a key): any string without NUL, which
     sovseal paths cannot hold. Checked before any write, so a bad id in a batch stores nothing."""
     if not isinstance(value, str):
-        raise TypeError(f"{what} must be a str, got {type(value).__name__}")
+        raise InvalidArgumentTypeError(f"{what} must be a str, got {type(value).__name__}")
     if "\x00" in value:
-        raise ValueError(f"{what} must not contain NUL characters")
+        raise InvalidInputError(f"{what} must not contain NUL characters")
     return value
 
 

@@ -36,7 +36,7 @@ from typing import Any
 from sovseal.sdk.client import Sovseal
 
 from ..canonical import canonicalize
-from ..errors import RUN_VERIFY, RUN_VERIFY_CLI, IntegrityError, PayloadTooLargeError
+from ..errors import RUN_VERIFY, RUN_VERIFY_CLI, IntegrityError, InvalidInputError, PayloadTooLargeError
 from ..models import Memory
 
 #: The largest value any adapter stores (UTF-8 bytes of its text, or of its canonical JSON): the one
@@ -121,7 +121,7 @@ class Parts:
 
     def __init__(self, root: str) -> None:
         if not root.endswith("/"):
-            raise ValueError(f"a parts root ends with '/', got {root!r}")
+            raise InvalidInputError(f"a parts root ends with '/', got {root!r}")
         self.root = root
 
     def group_prefix(self, group: str) -> str:
