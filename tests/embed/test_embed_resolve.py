@@ -239,3 +239,13 @@ def test_downloaded_file_larger_than_pinned_is_cut_off(offline_env: Path, no_pac
     (loopback_hub / "onnx" / "model_quantized.onnx").write_bytes(b"\0" * (hub.FILES[MODEL][1].size + 1))
     with pytest.raises(ModelUnavailableError, match="larger than the pinned"):
         resolve_model(None, allow_download=True)
+
+
+def test_the_model_cache_follows_sovseal_home_with_tilde_expanded(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
+    """SOVSEAL_HOME=~/x puts the cache in the home directory's x/models, where the store goes, not a folder named ~."""
+    from sovseal.embed.resolve import models_root
+    from sovseal.paths import default_home
+
+    monkeypatch.setenv("HOME", str(tmp_path))
+    monkeypatch.setenv("SOVSEAL_HOME", "~/x")
+    assert models_root() == default_home() / "models" == (tmp_path / "x" / "models").resolve()
