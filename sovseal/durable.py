@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import os
 import sys
+import uuid
 from pathlib import Path
 
 
@@ -66,3 +67,41 @@ def atomic_write(path: Path, data: bytes, mode: int = 0o600) -> None:
         os.close(fd)
     os.replace(tmp, path)
     fsync_dir(path.parent)
+
+
+def create_file(final: Path, data: bytes, mode: int = 0o600, *, replace: bool = False) -> bool:
+    """Durably create ``final`` with ``data``: O_EXCL temp file -> write -> fsync -> publish -> fsync dir.
+
+    For files that hold secrets (key files): the temp name is unguessable, symlinks are not
+    followed, and the mode is set exactly, whatever the umask.
+
+    Publishing uses a hard link unless ``replace`` is set, so an existing file is never clobbered;
+    returns False if ``final`` already existed (another process won the race).
+    """
+    tmp = final.with_name(f".{final.name}.{uuid.uuid4().hex}.tmp")
+    flags = os.O_WRONLY | os.O_CREAT | os.O_EXCL | getattr(os, "O_NOFOLLOW", 0) | getattr(os, "O_BINARY", 0)
+    fd = os.open(tmp, flags, mode)
+    try:
+        try:
+            if os.name == "posix":
+                os.fchmod(fd, mode)  # the umask may only narrow it, but be exact
+            view = memoryview(data)
+            while view:
+                view = view[os.write(fd, view) :]
+            fsync_fd(fd)
+        finally:
+            os.close(fd)
+        if replace:
+            os.replace(tmp, final)
+            created = True
+        else:
+            try:
+                os.link(tmp, final)
+                created = True
+            except FileExistsError:
+                created = False
+    finally:
+        if tmp.exists():
+            tmp.unlink()
+    fsync_dir(final.parent)
+    return created

@@ -29,7 +29,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from sovseal import settings
-from sovseal.durable import fsync_dir, fsync_fd
+from sovseal.durable import create_file, fsync_dir, make_dirs
 from sovseal.errors import PASS_KEY_CLI, InvalidInputError, KeyUnavailableError
 
 from .primitives import KEY_SIZE
@@ -127,56 +127,6 @@ def coerce_key(key: bytes | bytearray | memoryview | str) -> bytes:
     raise InvalidInputError(f"key= must be bytes or an exported key string, not {type(key).__name__}")
 
 
-# --- durable small-file writes ---------------------------------------------------------------------
-
-
-def _ensure_dir(path: Path) -> None:
-    """Create ``path`` (and missing parents) as 0700 directories, fsyncing each new entry's parent."""
-    if path.is_dir():
-        return
-    _ensure_dir(path.parent)
-    try:
-        os.mkdir(path, 0o700)
-    except FileExistsError:
-        return
-    fsync_dir(path.parent)
-
-
-def _write_new_file(final: Path, data: bytes, mode: int, *, replace: bool = False) -> bool:
-    """Durably create ``final`` with ``data``: O_EXCL temp file -> write -> fsync -> publish -> fsync dir.
-
-    Publishing uses a hard link unless ``replace`` is set, so an existing file is never clobbered;
-    returns False if ``final`` already existed (another process won the race).
-    """
-    tmp = final.with_name(f".{final.name}.{uuid.uuid4().hex}.tmp")
-    flags = os.O_WRONLY | os.O_CREAT | os.O_EXCL | getattr(os, "O_NOFOLLOW", 0) | getattr(os, "O_BINARY", 0)
-    fd = os.open(tmp, flags, mode)
-    try:
-        try:
-            if _POSIX:
-                os.fchmod(fd, mode)  # the umask may only narrow it, but be exact
-            view = memoryview(data)
-            while view:
-                view = view[os.write(fd, view) :]
-            fsync_fd(fd)
-        finally:
-            os.close(fd)
-        if replace:
-            os.replace(tmp, final)
-            created = True
-        else:
-            try:
-                os.link(tmp, final)
-                created = True
-            except FileExistsError:
-                created = False
-    finally:
-        if tmp.exists():
-            tmp.unlink()
-    fsync_dir(final.parent)
-    return created
-
-
 # --- store identity ----------------------------------------------------------------------------------
 
 
@@ -204,12 +154,12 @@ def store_uuid(store_dir: Path, *, create: bool = True) -> str | None:
         return found
     if not create:
         return None
-    _ensure_dir(path.parent)
+    make_dirs(path.parent)
     data["store_uuid"] = uuid.uuid4().hex
     text = (json.dumps(data, indent=2, sort_keys=True) + "\n").encode("utf-8")
     if path.exists():
-        _write_new_file(path, text, 0o600, replace=True)
-    elif not _write_new_file(path, text, 0o600):
+        create_file(path, text, 0o600, replace=True)
+    elif not create_file(path, text, 0o600):
         return store_uuid(store_dir, create=False)  # another process created it first: use theirs
     return str(data["store_uuid"])
 
@@ -337,9 +287,9 @@ def _read_key_file(path: Path) -> bytes:
 
 def _write_key_file(path: Path, master: bytes) -> bytes:
     """Create the 0700 directory and 0600 key file; never overwrite; return the key that is stored."""
-    _ensure_dir(path.parent)
+    make_dirs(path.parent)
     _check_private(path.parent, directory=True)
-    _write_new_file(path, (export_key(master) + "\n").encode("ascii"), 0o600)
+    create_file(path, (export_key(master) + "\n").encode("ascii"), 0o600)
     return _read_key_file(path)
 
 
@@ -485,8 +435,8 @@ def stage_next_key(store_dir: Path, master: bytes) -> str:
         _keychain_put(keychain, uid + _STAGED_SUFFIX, master)
         return _describe(keychain)
     path = _staged_file(store_dir)
-    _ensure_dir(path.parent)
-    _write_new_file(path, (export_key(master) + "\n").encode("ascii"), 0o600)
+    make_dirs(path.parent)
+    create_file(path, (export_key(master) + "\n").encode("ascii"), 0o600)
     return f"file:{path}"
 
 
@@ -518,7 +468,7 @@ def promote_staged_key(store_dir: Path) -> None:
     if keychain is not None and uid is not None and _keychain_get(keychain, uid) is not None:
         _keychain_put(keychain, uid, master)
     if os.path.lexists(key_file_path(store_dir)):
-        _write_new_file(key_file_path(store_dir), (export_key(master) + "\n").encode("ascii"), 0o600, replace=True)
+        create_file(key_file_path(store_dir), (export_key(master) + "\n").encode("ascii"), 0o600, replace=True)
     if os.path.lexists(path):
         path.unlink()
         fsync_dir(path.parent)

@@ -14,7 +14,7 @@ import pytest
 from sovseal import Sovseal
 from sovseal.crypto.keychain import load_master_key
 from tests.cli.conftest import Run
-from tests.core.test_tamper import entry_span
+from tests.core.test_damaged_record import flip
 
 
 def _offsets(home: Path) -> list[int]:
@@ -25,14 +25,6 @@ def _offsets(home: Path) -> list[int]:
         return [node.offset for node in lineage.nodes]
 
 
-def _flip(home: Path, offset: int) -> None:
-    journal = home / "journal.log"
-    data = bytearray(journal.read_bytes())
-    start, _ = entry_span(bytes(data), offset)
-    data[start + 20] ^= 0x01
-    journal.write_bytes(bytes(data))
-
-
 def _damaged_store(store: Run, *, second_version: bool) -> None:
     """a, b and c stored (c twice when ``second_version``), then c's first record damaged."""
     store("store", "a", "alpha is the first letter")
@@ -40,7 +32,7 @@ def _damaged_store(store: Run, *, second_version: bool) -> None:
     store("store", "b", "bravo is the second letter")
     if second_version:
         store("store", "c", "charlie, once more")
-    _flip(store.home, _offsets(store.home)[1])
+    flip(store.home, _offsets(store.home)[1])
 
 
 def test_get_recall_and_log_name_the_record_the_path_and_the_fix(store: Run) -> None:

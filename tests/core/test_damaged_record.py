@@ -22,7 +22,8 @@ def _build(store_dir: Path, key: bytes) -> list[int]:
             return [node.offset for node in lineage.nodes]
 
 
-def _flip(store_dir: Path, offset: int) -> None:
+def flip(store_dir: Path, offset: int) -> None:
+    """Flip one bit of the sealed entry of the record at ``offset``, in place, as a disk error would."""
     journal = store_dir / "journal.log"
     data = bytearray(journal.read_bytes())
     start, _ = entry_span(bytes(data), offset)
@@ -32,7 +33,7 @@ def _flip(store_dir: Path, offset: int) -> None:
 
 def test_the_error_names_the_record_and_the_path_another_version_gives(tmp_path: Path, key: bytes) -> None:
     offsets = _build(tmp_path / "s", key)
-    _flip(tmp_path / "s", offsets[1])  # the old version of c
+    flip(tmp_path / "s", offsets[1])  # the old version of c
     with Sovseal(tmp_path / "s", key=key, embedder=fake_embed) as mem:
         with pytest.raises(DamagedRecordError) as caught:
             mem.log()
@@ -50,7 +51,7 @@ def test_the_error_names_the_record_and_the_path_another_version_gives(tmp_path:
 
 def test_without_another_version_the_path_is_unknown_unless_asked_for(tmp_path: Path, key: bytes) -> None:
     offsets = _build(tmp_path / "s", key)
-    _flip(tmp_path / "s", offsets[0])  # a: its only version
+    flip(tmp_path / "s", offsets[0])  # a: its only version
     with Sovseal(tmp_path / "s", key=key, embedder=fake_embed) as mem:
         marked = mem.log(damaged="mark")
         assert (marked[-1].op, marked[-1].path) == ("damaged", "")
