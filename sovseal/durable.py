@@ -12,7 +12,10 @@ from __future__ import annotations
 import os
 import sys
 import uuid
+from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path
+from typing import BinaryIO
 
 
 def fsync_fd(fd: int) -> None:
@@ -56,16 +59,26 @@ def make_dirs(path: Path, mode: int = 0o700) -> None:
 
 def atomic_write(path: Path, data: bytes, mode: int = 0o600) -> None:
     """Replace ``path`` with ``data`` so that after a crash it holds either the old or the new bytes."""
-    tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
-    fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, mode)
+    with replacing(path, mode) as out:
+        out.write(data)
+
+
+@contextmanager
+def replacing(path: Path, mode: int = 0o600) -> Iterator[BinaryIO]:
+    """A new file, written through the yielded handle, that replaces ``path`` only once fully
+    written and fsynced (then its directory entry is fsynced): a failure or a crash leaves the
+    old file as it was, and an exception leaves no temporary file behind. For files streamed in
+    pieces (checkpoints, backups) as much as for small ones (:func:`atomic_write`)."""
+    tmp = path.with_name(f"{path.name}.{os.getpid()}.{uuid.uuid4().hex[:8]}.tmp")  # what a store's open sweeps
     try:
-        view = memoryview(data)
-        while view:
-            view = view[os.write(fd, view) :]
-        fsync_fd(fd)
-    finally:
-        os.close(fd)
-    os.replace(tmp, path)
+        with open(os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL, mode), "wb") as out:
+            yield out
+            out.flush()
+            fsync_fd(out.fileno())
+        os.replace(tmp, path)
+    except BaseException:
+        tmp.unlink(missing_ok=True)
+        raise
     fsync_dir(path.parent)
 
 

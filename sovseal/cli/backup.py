@@ -5,11 +5,7 @@ from __future__ import annotations
 import os
 import stat
 import sys
-import tempfile
-from collections.abc import Iterator
-from contextlib import contextmanager
 from pathlib import Path
-from typing import Any
 
 import click
 
@@ -19,6 +15,7 @@ from sovseal.cli.interrupts import _watch, _will_write
 from sovseal.cli.opening import _open, _store_key
 from sovseal.cli.options import json_option, key_option, path_option
 from sovseal.cli.output import _count, _emit_json, _note, _progress
+from sovseal.durable import replacing
 from sovseal.errors import InvalidInputError
 from sovseal.paths import store_dir
 from sovseal.sdk.backup import export_backup, import_backup, read_backup_header
@@ -51,25 +48,6 @@ def _export_target(file: str, force: bool) -> Path:
     return target
 
 
-@contextmanager
-def _replacing(target: Path) -> Iterator[Any]:
-    """A new file beside ``target`` that replaces it only once fully written and fsynced: a failed
-    or interrupted export leaves the old backup as it was, and no temporary file behind."""
-    from sovseal.durable import fsync_dir, fsync_fd
-
-    fd, tmp = tempfile.mkstemp(dir=target.parent, prefix=f".{target.name}.", suffix=".tmp")
-    try:
-        with os.fdopen(fd, "wb") as out:
-            yield out
-            out.flush()
-            fsync_fd(out.fileno())
-        os.replace(tmp, target)
-    except BaseException:
-        Path(tmp).unlink(missing_ok=True)
-        raise
-    fsync_dir(target.parent)
-
-
 @main.command("export", short_help="Write an encrypted backup file of the whole store.")
 @click.argument("file", type=click.Path(dir_okay=False, allow_dash=True))
 @click.option("--force", is_flag=True, help="Replace FILE if it exists (through a symlink: the file it points to).")
@@ -93,7 +71,7 @@ def export_(file: str, force: bool, path: str | None, key_file: str | None, as_j
             info = export_backup(mem, master, sys.stdout.buffer, progress=progress)
         else:
             target = _export_target(file, force)
-            with _replacing(target) as out:
+            with replacing(target) as out:
                 info = export_backup(mem, master, out, progress=progress)
     if file == "-":
         return

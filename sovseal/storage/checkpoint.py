@@ -28,7 +28,7 @@ import numpy as np
 
 from sovseal.crypto.primitives import padme
 from sovseal.crypto.stream import CHECKPOINT, ChunkStream, cut
-from sovseal.durable import fsync_dir, fsync_fd
+from sovseal.durable import replacing
 from sovseal.errors import IntegrityError
 
 MAGIC = b"SOVSEALCP\n"
@@ -69,20 +69,11 @@ def write(path: Path, k_rest: bytes, header: dict[str, Any], arrays: dict[str, n
     salt = os.urandom(32)
     stream = ChunkStream(CHECKPOINT, k_rest, salt, digest)
     path.parent.mkdir(parents=True, exist_ok=True)
-    temporary = path.with_name(f"{path.name}.{os.getpid()}.{os.urandom(4).hex()}.tmp")
-    try:
-        with open(os.open(temporary, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600), "wb") as out:
-            out.write(_PREFIX.pack(MAGIC, VERSION, salt, len(clear)) + clear)
-            for sealed in stream.seal_chunks(_chunks(parts, _CHUNK), total):
-                out.write(sealed)
-            out.flush()
-            fsync_fd(out.fileno())
-            size = out.tell()
-        os.replace(temporary, path)
-    except BaseException:
-        temporary.unlink(missing_ok=True)
-        raise
-    fsync_dir(path.parent)
+    with replacing(path) as out:
+        out.write(_PREFIX.pack(MAGIC, VERSION, salt, len(clear)) + clear)
+        for sealed in stream.seal_chunks(_chunks(parts, _CHUNK), total):
+            out.write(sealed)
+        size = out.tell()
     return size
 
 

@@ -320,6 +320,7 @@ import os, signal, sys
 from pathlib import Path
 sys.path.insert(0, sys.argv[4])
 from sovseal import Sovseal
+from sovseal import durable
 from sovseal.storage import checkpoint
 from tests.fakes import fake_embed
 
@@ -335,9 +336,9 @@ with Sovseal(directory, key=key, embedder=fake_embed) as mem:
     if point == "sealing":  # some chunks sealed, none written
         checkpoint._chunks = die
     elif point == "renaming":  # the new file whole and fsynced, not yet renamed over the old one
-        checkpoint.os.replace = die
+        durable.os.replace = die
     elif point == "syncing":  # renamed, the directory not yet fsynced
-        checkpoint.fsync_dir = die
+        durable.fsync_dir = die
     mem._store.write_checkpoint()
 """
 
