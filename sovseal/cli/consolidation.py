@@ -11,6 +11,7 @@ import click
 from sovseal import settings
 from sovseal.cli.app import main
 from sovseal.cli.errors import _one_line
+from sovseal.cli.interrupts import _will_write
 from sovseal.cli.opening import _open
 from sovseal.cli.options import json_option, store_options
 from sovseal.cli.output import _compact, _count, _emit_json, _note, _short
@@ -116,6 +117,7 @@ def consolidate(
     from sovseal.consolidate import consolidate as run_passes
 
     model = _guard_model(_load_model(model_spec)) if model_spec else None
+    _will_write("part of the consolidation run")
     with _open(path, branch, key_file) as (mem, _):
         report = run_passes(
             mem, model, passes=passes, batch_size=batch_size, as_of=None if as_of is None else as_of.date(),
@@ -158,6 +160,7 @@ def consolidate_rollback(run_id: str, path: str | None, branch: str, key_file: s
     """
     from sovseal.consolidate import rollback_run
 
+    _will_write("the run's rollback")
     with _open(path, branch, key_file) as (mem, _):
         report = rollback_run(mem, run_id)
     if as_json:

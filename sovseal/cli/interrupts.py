@@ -77,6 +77,12 @@ def _will_write(
     return write
 
 
+def _all_or_nothing(line: str) -> None:
+    """Register what Ctrl-C says for a command whose write is all or nothing by construction (a
+    new file renamed over the old one): ``line`` is true wherever the interrupt lands."""
+    click.get_current_context().meta[_WRITE] = _Write(line, _fingerprint, _store_changed, done=line)
+
+
 def _fingerprint(mem: Sovseal) -> tuple[dict[str, str | None], int, int]:
     """What any write changes: a branch head, the number of snapshots, or the number erased."""
     return mem.heads(), mem.status().records, mem.erasures()

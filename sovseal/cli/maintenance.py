@@ -9,6 +9,7 @@ import click
 import sovseal.cli
 from sovseal.cli.app import main
 from sovseal.cli.errors import _one_line
+from sovseal.cli.interrupts import _all_or_nothing
 from sovseal.cli.opening import _open
 from sovseal.cli.options import _key_text, json_option, key_option, path_option
 from sovseal.cli.output import _count, _emit_json, _progress, _reclaimed, _size
@@ -70,6 +71,10 @@ def compact(path: str | None, key_file: str | None, as_json: bool) -> None:
       sovseal compact
       sovseal compact --json | jq .reclaimed
     """
+    _all_or_nothing(
+        "a compaction is all or nothing (a new journal renamed over the old one), so the store holds the same "
+        "memories either way; `sovseal compact` finishes it"
+    )
     with _open(path, key_file=key_file) as (mem, _):
         report = mem.compact()
     if as_json:

@@ -10,6 +10,7 @@ import click
 import sovseal.cli
 from sovseal import settings
 from sovseal.cli.app import main
+from sovseal.cli.interrupts import _will_write
 from sovseal.cli.opening import _open, _store_key
 from sovseal.cli.options import STDIN, _warn_inline, json_option, key_option, path_option, store_options
 from sovseal.cli.output import _count, _emit_json, _note, _progress, _short, _visible
@@ -135,6 +136,7 @@ def sync(path: str | None, branch: str, key_file: str | None, as_json: bool) -> 
     shows two heads afterwards, merged by the next write on it; concurrent writes to one path are
     listed with the value every device chose (`sovseal status` shows them too).
     """
+    _will_write("part of what the pull brought")
     with _open(path, branch, key_file) as (mem, _):
         if mem.replication is None:
             raise InvalidInputError("sync needs replication: set SOVSEAL_ENDPOINT and SOVSEAL_API_KEY")

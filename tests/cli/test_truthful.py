@@ -223,3 +223,22 @@ def test_store_warns_and_status_shows_when_replication_is_failing(store: Run) ->
     assert "backoff -> http://127.0.0.1:" in human and "last error" in human and "queued" in human and "since" in human
     assert "sending" not in human
     assert store("store", "y", "two").stderr == ""  # replication off: nothing to warn about
+
+
+def test_ctrl_c_in_compact_and_consolidate_says_what_holds(store: Run, monkeypatch: pytest.MonkeyPatch) -> None:
+    """A compaction is all or nothing; a consolidation run's frames are checked in the store."""
+    from sovseal.sdk.client import Sovseal
+
+    store("store", "x", "one")
+
+    def interrupted(self: Sovseal, *args: Any, **kwargs: Any) -> Any:
+        raise KeyboardInterrupt
+
+    monkeypatch.setattr(Sovseal, "compact", interrupted)
+    line = store("compact", code=130).stderr.strip()
+    assert line.startswith("interrupted: a compaction is all or nothing") and "`sovseal compact`" in line
+    monkeypatch.undo()
+    import sovseal.consolidate as consolidation
+
+    monkeypatch.setattr(consolidation, "consolidate", lambda *args, **kwargs: (_ for _ in ()).throw(KeyboardInterrupt()))
+    interrupt("interrupted before anything was committed", store("consolidate", code=130))
