@@ -27,11 +27,18 @@ if TYPE_CHECKING:
     from sovseal.sdk.client import EmbedFn
 
 #: The embedder every command opens stores with (None: the built-in model). Tests set it to a
-#: fake; commands read it here, at call time, so one assignment reaches them all.
+#: fake; commands read it at call time (through sovseal.cli.hooks), so one assignment reaches them all.
 EMBEDDER: EmbedFn | None = None
 
-# The command modules register their commands on `main` when imported (after EMBEDDER exists).
-from sovseal.cli import agents, backup, consolidation, demo, keys, maintenance, reading, replication, status, writing  # noqa: E402, F401
+
+def _embedder() -> EmbedFn | None:
+    return EMBEDDER  # this module's global at call time: what a test assigned last
+
+
+# The command modules register their commands on `main` when imported.
+from sovseal.cli import agents, backup, consolidation, demo, hooks, keys, maintenance, reading, replication, status, writing  # noqa: E402, F401
+
+hooks.embedder_source = _embedder
 from sovseal.cli.app import main, run  # noqa: E402
 from sovseal.cli.errors import exit_code  # noqa: E402
 from sovseal.cli.interrupts import EXIT_INTERRUPTED  # noqa: E402

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-import sovseal.cli
+from sovseal.cli import hooks
 from sovseal.cli.app import main
 from sovseal.cli.options import STDIN, _key_text, store_options
 from sovseal.errors import InvalidInputError
@@ -25,4 +25,4 @@ def mcp(path: str | None, branch: str, key_file: str | None) -> None:
 
     if key_file == STDIN:
         raise InvalidInputError("mcp speaks to its client on stdin, so --key-file cannot be `-`: pass a file, or SOVSEAL_KEY")
-    serve_stdio(path, branch=branch, key_text=_key_text(key_file), embedder=sovseal.cli.EMBEDDER)
+    serve_stdio(path, branch=branch, key_text=_key_text(key_file), embedder=hooks.embedder())

@@ -9,7 +9,7 @@ from pathlib import Path
 
 import click
 
-import sovseal.cli
+from sovseal.cli import hooks
 from sovseal.cli.app import main
 from sovseal.cli.interrupts import _watch, _will_write
 from sovseal.cli.opening import _open, _store_key
@@ -105,7 +105,7 @@ def import_(file: str, path: str | None, key_file: str | None, as_json: bool) ->
         read_backup_header(src)  # a file that is not a backup is refused before the key is looked up
         master, _ = _store_key(directory, key_file)  # never a new key: it must be the source store's
         src.seek(0)
-        mem, _ = open_store(directory, key=master, create=True, embedder=sovseal.cli.EMBEDDER)
+        mem, _ = open_store(directory, key=master, create=True, embedder=hooks.embedder())
         with mem, _progress("importing") as progress:
             _watch(mem, directory, master)
             held = len(mem.export_items())  # counted in the store itself: the backup cannot say what is new here

@@ -6,7 +6,7 @@ import sys
 
 import click
 
-import sovseal.cli
+from sovseal.cli import hooks
 from sovseal.cli.app import main
 from sovseal.cli.errors import _one_line
 from sovseal.cli.interrupts import _all_or_nothing
@@ -103,7 +103,7 @@ def rebuild_index(path: str | None, key_file: str | None, as_json: bool) -> None
     with _open(path, key_file=key_file):
         pass  # a missing store or a key that does not open it fails here, before the index is dropped
     with _progress("re-embedding (branches)") as progress:
-        count = maintenance.rebuild_index(path, key_text=_key_text(key_file), embedder=sovseal.cli.EMBEDDER, progress=progress)
+        count = maintenance.rebuild_index(path, key_text=_key_text(key_file), embedder=hooks.embedder(), progress=progress)
     if as_json:
         _emit_json({"branches": count})
     else:

@@ -11,8 +11,8 @@ from typing import TYPE_CHECKING, Any
 
 import click
 
-import sovseal.cli
 from sovseal import settings
+from sovseal.cli import hooks
 from sovseal.cli.errors import _ORIGIN, _KeyOrigin, _one_line
 from sovseal.cli.interrupts import _WRITE, _watch
 from sovseal.cli.options import STDIN, _key_text
@@ -58,7 +58,7 @@ def _open(
     if not (exists or create):
         raise StoreNotFoundError.at(directory)  # before any key lookup: the store is what is missing
     key, origin = _store_key(directory, key_file, create=create and not exists)
-    mem, _ = open_store(directory, branch=branch, key=key, create=create, embedder=embedder or sovseal.cli.EMBEDDER)
+    mem, _ = open_store(directory, branch=branch, key=key, create=create, embedder=embedder or hooks.embedder())
     with mem:
         _watch(mem, directory, key)
         yield mem, origin
@@ -106,8 +106,8 @@ def _model_loading() -> Iterator[EmbedFn | None]:
     exits while the thread is inside onnxruntime's native code aborts the process (SIGABRT, exit
     134) instead of exiting with the command's code.
     """
-    if sovseal.cli.EMBEDDER is not None:
-        yield sovseal.cli.EMBEDDER
+    if (hooked := hooks.embedder()) is not None:
+        yield hooked
         return
     import threading
 

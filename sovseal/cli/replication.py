@@ -7,8 +7,8 @@ from typing import TYPE_CHECKING
 
 import click
 
-import sovseal.cli
 from sovseal import settings
+from sovseal.cli import hooks
 from sovseal.cli.app import main
 from sovseal.cli.interrupts import _will_write
 from sovseal.cli.opening import _open, _store_key
@@ -199,7 +199,7 @@ def restore(path: str | None, key_file: str | None, endpoint: str, api_key: str,
     _warn_inline("api_key", "the API key given with --api-key", "set SOVSEAL_API_KEY instead")
     directory = store_dir(path or None)
     key, _ = _store_key(directory, key_file)
-    with Sovseal(directory, key=key, embedder=sovseal.cli.EMBEDDER, endpoint=endpoint, api_key=api_key, project=project) as mem:
+    with Sovseal(directory, key=key, embedder=hooks.embedder(), endpoint=endpoint, api_key=api_key, project=project) as mem:
         with _progress("pulling") as update:
             result = mem.pull(progress=update)
         report = mem.verify()

@@ -17,12 +17,12 @@ from sovseal.durable import atomic_write, make_dirs
 from sovseal.embed.fingerprint import RECORD, decode_record, describe, encode_record, same_model
 from sovseal.errors import EmbedderMismatchError
 from sovseal.filelock import WriterLock
-from sovseal.recall.vector_index import VectorIndex, remove_discarded
+from sovseal.recall import vector_index
 
 
 def open_vector_index(
     store_path: Path, current: dict[str, Any], dim: int, *, read_only: bool, owner: str
-) -> VectorIndex | EmbedderMismatchError:
+) -> vector_index.VectorIndex | EmbedderMismatchError:
     """The index under ``store_path/index`` for the embedder fingerprinted ``current``, or the
     error that recall must raise because the index holds another model's vectors."""
     directory = store_path / "index"
@@ -48,8 +48,9 @@ def open_vector_index(
             current=current,
         )
     if not read_only:
-        remove_discarded(directory)  # what a rebuild-index a crash interrupted left aside
-    return VectorIndex(directory, dim, read_only=read_only, owner=owner)
+        vector_index.remove_discarded(directory)  # what a rebuild-index a crash interrupted left aside
+    # Looked up at call time, not bound at import: a test may substitute the index class.
+    return vector_index.VectorIndex(directory, dim, read_only=read_only, owner=owner)
 
 
 def _recorded_model(
