@@ -947,7 +947,8 @@ class Sovseal:
         The lineage stays verifiable; :meth:`log` lists the erased snapshots and :meth:`verify`
         checks them. With replication the purge is sent to the server, which drops the sealed
         bodies, and every other device erases them on its next pull. UnknownPathError when none of
-        the paths has a version anywhere (a path already purged is not an error: nothing is new).
+        the paths has a version anywhere and no path was ever under the prefixes (a path already
+        purged, or a prefix whose paths a purge already erased, is not an error: nothing is new).
         A purge that a crash interrupted before its rewrite is finished by running it again: with
         nothing new to erase it still rewrites the journal while erased content is left in it.
         """
@@ -994,6 +995,10 @@ class Sovseal:
 
             description["unreachable"] = True
         erased, matched = self._store.purge(select, {**description, "reason": reason})
+        if not matched and prefixes and not unreachable:
+            # Erased paths are catalogued nowhere: a prefix purge run again matches only through
+            # the redaction that erased them, and finishes the rewrite below, as a path's does.
+            matched = self._store.purged_under(prefixes)
         if not matched and not unreachable:
             raise UnknownPathError(f"{_nothing_named(description)} exists on any branch; nothing was purged")
         with self._store.reading() as lineage:

@@ -99,6 +99,21 @@ def test_purge_run_again_finishes_an_erasure_left_in_the_journal(store: Run) -> 
     assert store.json("purge", "user.secret", "--yes")["compacted"] is False  # nothing left in the journal now
 
 
+def test_purge_by_prefix_run_again_finishes_an_erasure_left_in_the_journal(store: Run) -> None:
+    """As by path (issue #36, item 6): the prefix lists no path any more, yet the rerun compacts
+    instead of exiting 3 (it did on b67f551); a prefix nothing was ever under still exits 3."""
+    store("store", "bulk", "x" * 60_000)  # the erased part stays under close()'s threshold
+    store("store", "customer.42.card", "4111 1111 1111 1111")
+    deferred = store("purge", "customer.42.", "--prefix", "--yes", "--no-compact").stdout
+    assert deferred.startswith("erased 1 snapshot") and "not compacted yet" in deferred
+    assert "no path under 'customer.4.'" in store.fails(3, "purge", "customer.4.", "--prefix", "--yes")
+    again = store("purge", "customer.42.", "--prefix", "--yes").stdout.splitlines()
+    assert again[0] == "nothing left to erase: every path under 'customer.42.' was already erased"
+    assert again[1].startswith("journal compacted now: ") and again[1].endswith("no sealed copy of it is left")
+    assert store.json("purge", "customer.42.", "--prefix", "--yes")["compacted"] is False
+    assert store.json("verify")["ok"] is True
+
+
 def test_purge_by_prefix(store: Run) -> None:
     store("store", "customer.42.name", "Grace")
     store("store", "customer.42.card", "4111 1111 1111 1111")
