@@ -421,9 +421,13 @@ class Lineage:
     #: Snapshots held in more than one version: wire id -> sha256 of each later version's sealed entry.
     versions: dict[bytes, set[bytes]] = field(default_factory=dict)
     epoch: int = 0  # raised when a node's clock moves (an earlier version arrived): orderings are stale
-    #: Erased records: wire id -> (offset, size) of the redaction frame that names it (the frame
-    #: holds its skeleton seal). A skeleton that arrived without its redaction is not listed.
+    #: Erased records: wire id -> (offset, size) of the first redaction frame that names it (the
+    #: frame holds a skeleton seal of it). A skeleton that arrived without its redaction is not listed.
     redactions: dict[bytes, tuple[int, int]] = field(default_factory=dict)
+    #: Records named by more than one redaction (devices that purged one path concurrently, each
+    #: with its own seal): wire id -> where each later one is, in journal order. Every one of them
+    #: is authentic, so a skeleton made from any of them is (see ``LocalStore.erasure``).
+    redacted_again: dict[bytes, list[tuple[int, int]]] = field(default_factory=dict)
     #: Every redacted node, in the order it was erased: what the recall engine still has to drop.
     erased: list[int] = field(default_factory=list)
     #: Frame bytes of redacted records whose frame still holds the sealed entry (compaction's due).
@@ -472,7 +476,10 @@ class Lineage:
                 if idx is None:  # a store erases only what it holds, and imports wait for the records
                     self.damage.append(Damage(offset, "a redaction names a snapshot that does not exist"))
                     continue
-                self.redactions[wire] = (offset, size)
+                if wire in self.redactions:
+                    self.redacted_again.setdefault(wire, []).append((offset, size))
+                else:
+                    self.redactions[wire] = (offset, size)
                 self.redact(idx)
             self.events.add(frame.event_id)
             self._enqueue(frame.event_id, offset, size)
@@ -818,6 +825,7 @@ class Lineage:
             "versions": {k.hex(): sorted(v.hex() for v in vs) for k, vs in self.versions.items()},
             "epoch": self.epoch,
             "redactions": {k.hex(): list(v) for k, v in self.redactions.items()},
+            "redacted_again": {k.hex(): [list(w) for w in v] for k, v in self.redacted_again.items()},
             "erased": self.erased,
             "uncompacted": self.uncompacted,
         }
@@ -857,6 +865,11 @@ class Lineage:
         lineage.max_hlc, lineage.epoch = meta["max_hlc"], meta["epoch"]
         lineage.versions = {bytes.fromhex(k): {bytes.fromhex(v) for v in vs} for k, vs in meta["versions"].items()}
         lineage.redactions = {bytes.fromhex(k): (v[0], v[1]) for k, v in meta.get("redactions", {}).items()}
+        if lineage.redactions and "redacted_again" not in meta:
+            # Written when a later redaction of a record replaced the first here: what it lists
+            # cannot be trusted, so the checkpoint is refused and the journal replayed.
+            raise cp.CheckpointRefused("made before a record could be named by several redactions")
+        lineage.redacted_again = {bytes.fromhex(k): [(w[0], w[1]) for w in v] for k, v in meta.get("redacted_again", {}).items()}
         lineage.erased = list(meta.get("erased", []))
         lineage.uncompacted = int(meta.get("uncompacted", 0))
         return lineage

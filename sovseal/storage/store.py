@@ -1022,6 +1022,12 @@ class LocalStore:
 
         Its frame is a skeleton whose seal opens under its clear fields and names its snapshot id, or
         (not compacted yet) a record that still opens; either way an authentic redaction names it.
+
+        Devices that purged one path concurrently each erased the record with a redaction (and a
+        seal) of their own, and each compacted to its own skeleton; once synced, every device holds
+        all of them. Every redaction naming the record must open, and the skeleton must be the one
+        one of them made. The redaction reported is the earliest (by clock, then event id): the
+        same on every device, whichever skeleton it holds.
         """
         node = self._lineage.nodes[idx]
         frame = self.decode(self.recheck(idx))
@@ -1031,16 +1037,15 @@ class LocalStore:
         where = self._lineage.redactions.get(node.wire_id)
         if where is None:
             raise IntegrityError(f"snapshot {sid} is a skeleton that no redaction names", advice=RUN_VERIFY, cli_advice=RUN_VERIFY_CLI)
-        redaction, body = self.open_redaction(where)
-        seal = dict(redaction.erased)[node.wire_id]
+        opened = [self.open_redaction(place) for place in (where, *self._lineage.redacted_again.get(node.wire_id, ()))]
         if frame.redacted:
-            if frame.sealed_entry != seal:
+            if not any(dict(redaction.erased)[node.wire_id] == frame.sealed_entry for redaction, _ in opened):
                 raise IntegrityError(
                     f"the skeleton of snapshot {sid} is not the one its redaction made",
                     advice=RUN_VERIFY,
                     cli_advice=RUN_VERIFY_CLI,
                 )
-            op = self.sealing.open_skeleton(frame, seal)["op"]
+            op = self.sealing.open_skeleton(frame, frame.sealed_entry)["op"]
         else:
             op = self._open(idx).entry.op
         if ("delete" if node.op is fr.Op.DELETE else "store") != op:
@@ -1049,6 +1054,7 @@ class LocalStore:
                 advice=RUN_VERIFY,
                 cli_advice=RUN_VERIFY_CLI,
             )
+        redaction, body = min(opened, key=lambda pair: (pair[0].hlc, pair[0].event_id))
         body.pop("purged", None)
         return {"sid": sid, "op": op, "redaction": redaction.event_id.hex(), **body}
 
