@@ -1087,7 +1087,7 @@ class LocalStore:
         """
         wanted = tuple(prefixes)
         with self.reading() as lineage:
-            for where in sorted(set(lineage.redactions.values())):
+            for where in sorted({*lineage.redactions.values(), *(w for later in lineage.redacted_again.values() for w in later)}):
                 try:
                     _, body = self.open_redaction(where)
                 except IntegrityError:

@@ -135,3 +135,20 @@ def test_two_devices_purging_one_path_verify_after_export_import(tmp_path: Path,
             assert c.import_items(b.export_items()) == []
             assert c.import_items(a.export_items()) == []
             assert _check(c, sealed, tmp_path / "c", key) == snapshot_of(a)
+
+
+def test_a_prefix_purge_run_again_finds_a_concurrent_purge_that_named_it_second(tmp_path: Path, key: bytes) -> None:
+    """Running a purge by prefix again finds what it erased through the redaction bodies; the one
+    that named this prefix may be the second redaction of the record here, not the first."""
+    with open_mem(tmp_path / "a", key, None, None) as a, open_mem(tmp_path / "b", key, None, None) as b:
+        a.store("user.kept", "still here")
+        a.store("user.secret", SECRET)
+        _exchange(a, b)
+        assert len(a.purge(prefix="user.", compact=False).erased) == 2  # a's names "user."
+        assert len(b.purge(prefix="user.secret").erased) == 1  # b's names "user.secret"
+        _exchange(a, b)
+        assert a.purge(prefix="user.secret").erased == []  # no UnknownPathError: b's purge named it
+        assert b.purge(prefix="user.").erased == [] and b.get("user.kept") is None
+        for mem in (a, b):
+            report = mem.verify()
+            assert report.ok and report.erased == 2, report
