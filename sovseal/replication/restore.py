@@ -17,7 +17,12 @@ A pull trusts nothing the server says and is bounded whatever it sends (docs/rel
 - an honest server sends each item once, so more items already here than this store holds (records,
   events and the other versions of a record) is a server replaying them for ever.
 
-The cursor (:mod:`.cursor`) only moves past items imported (or found already here), never past
+An item that does not authenticate (bytes a server altered, or an item forged by a holder of the
+project's API key) is set aside, as is an item that depends on one set aside: never applied,
+logged once, its id kept in ``replication-set-aside.json`` (:class:`SetAsideFile`, counted by
+``status()``), and the pull goes on past it, so one forgery cannot stop every later pull.
+
+The cursor (:mod:`.cursor`) only moves past items imported, set aside or found already here, never past
 one still waiting: the next pull fetches those again, so the server is where they are held. It
 starts one item early, to check the server still has the item it names; when it does not (a
 server restored from an older backup, its ``last`` below the cursor or its numbers reused), the
@@ -26,15 +31,19 @@ device pulls from zero again, which imports only what it lacks.
 
 from __future__ import annotations
 
+import json
 import logging
 import time
 from collections.abc import Callable
 from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
 
 from sovseal.storage.frames import REDACTED
 from sovseal.storage.store import LocalStore
 from sovseal.storage.wire import WireItem
 
+from ..durable import atomic_write
 from ..errors import ReplicationError, ServerMisbehaviourError
 from .config import ReplicationConfig
 from .cursor import Cursor, CursorFile
@@ -55,6 +64,32 @@ class PullResult:
     waiting: int  # items that could not be applied: what they depend on is not on the server
     cursor: int  # the server sequence number this store has now imported up to
     resynced: bool = False  # the server no longer held the item at the cursor: pulled again from zero
+    set_aside: tuple[str, ...] = ()  # ids set aside by this pull: they did not authenticate, or depend on one that did not
+
+
+class SetAsideFile:
+    """The ids of pulled items set aside in this store, kept beside the journal.
+
+    Kept so that an item which depends on one set aside by an earlier pull (a forger's next item)
+    is set aside too, instead of waiting for ever, and so that ``status()`` can count them. An
+    unreadable file counts as empty: the worst that costs is a forger's later child waiting.
+    """
+
+    FILE_NAME = "replication-set-aside.json"
+
+    def __init__(self, directory: Path) -> None:
+        self.path = directory / self.FILE_NAME
+
+    def load(self) -> set[str]:
+        try:
+            data: Any = json.loads(self.path.read_text())
+        except (OSError, ValueError, RecursionError):
+            return set()
+        ids = data.get("ids") if isinstance(data, dict) else None
+        return {i for i in ids if isinstance(i, str)} if isinstance(ids, list) else set()
+
+    def save(self, ids: set[str]) -> None:
+        atomic_write(self.path, json.dumps({"ids": sorted(ids)}, indent=1).encode())
 
 
 def _applied(store: LocalStore) -> tuple[int, int]:
@@ -62,15 +97,16 @@ def _applied(store: LocalStore) -> tuple[int, int]:
         return len(lineage.nodes), len(lineage.nodes) + len(lineage.events)
 
 
-def _held(store: LocalStore) -> int:
-    """The items a server can hold of this store: records, events, and the other versions of a record.
+def _held(store: LocalStore, set_aside: set[str]) -> int:
+    """The items a server can hold of this store: records, events, the other versions of a record,
+    and the items set aside here.
 
     Two devices that write the same entry on the same parents make one snapshot with two versions
     (each its own clock), which the server keeps as two items; importing the second adds a version,
     not a record, yet it is no duplicate.
     """
     with store.reading() as lineage:
-        return len(lineage.nodes) + len(lineage.events) + sum(len(v) for v in lineage.versions.values())
+        return len(lineage.nodes) + len(lineage.events) + sum(len(v) for v in lineage.versions.values()) + len(set_aside)
 
 
 def _skeletons_of_held(store: LocalStore, batch: list[tuple[int, WireItem]]) -> list[int]:
@@ -114,6 +150,9 @@ class _Pull:
         self.resynced = False
         self.last = 0  # the highest `last` the server has reported during this pull
         self.moved_at = time.monotonic()  # when the cursor last moved
+        self.aside_file = SetAsideFile(store.directory)
+        self.aside = self.aside_file.load()
+        self.aside_before = set(self.aside)
 
     def run(self) -> None:
         start = after = max(self.saved.seq - 1, 0)  # one item early: does the server still hold it?
@@ -198,10 +237,13 @@ class _Pull:
     def _import(self, items: list[tuple[int, WireItem]]) -> None:
         """Import held items then ``items``; move the cursor over what was imported; hold the rest."""
         batch = self.held + items
-        before = _held(self.store)
+        before = _held(self.store, self.aside)
         skeletons = _skeletons_of_held(self.store, batch)
-        left = self.store.import_items([item for _, item in batch])
-        present = _held(self.store)
+        known = set(self.aside)
+        left = self.store.import_items([item for _, item in batch], self.aside)
+        if self.aside != known:
+            self.aside_file.save(self.aside)
+        present = _held(self.store, self.aside)
         done = len(batch) - len(left)
         if done:
             seq, item = batch[done - 1]
@@ -209,9 +251,9 @@ class _Pull:
             self.cursors.save(self.saved)
             self.moved_at = time.monotonic()
         self.held = batch[done:]
-        known = sum(1 for i in skeletons if i < done)
-        self.skeletons += known
-        self.duplicates += done - (present - before) - known
+        skeletons_known = sum(1 for i in skeletons if i < done)
+        self.skeletons += skeletons_known
+        self.duplicates += done - (present - before) - skeletons_known
         if self.duplicates > present or self.skeletons > present:
             sent = max(self.duplicates, self.skeletons)
             raise ServerMisbehaviourError(
@@ -258,5 +300,11 @@ def pull_into(
             pull.held[0][1].parent,
         )
     return PullResult(
-        pull.received, records_after - records_before, items_after - items_before, len(pull.held), pull.saved.seq, pull.resynced
+        pull.received,
+        records_after - records_before,
+        items_after - items_before,
+        len(pull.held),
+        pull.saved.seq,
+        pull.resynced,
+        tuple(sorted(pull.aside - pull.aside_before)),
     )

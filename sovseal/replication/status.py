@@ -37,6 +37,9 @@ class ReplicationStatus:
     retry_in: float | None  # seconds until the next attempt while backing off
     pull_waiting: int = 0  # items the last pull left waiting for a parent the server has not sent
     pull_error: str | None = None  # why the last pull failed; None once a pull succeeds
+    #: Pulled items set aside in this store, never applied: they did not authenticate (altered by a
+    #: server, or forged by a holder of the project's API key), or depend on one that did not.
+    set_aside: int = 0
 
 
 @dataclass(frozen=True, slots=True)

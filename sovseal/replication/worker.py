@@ -33,7 +33,7 @@ from .config import ReplicationConfig, Target
 from .http import MISBEHAVIOUR_CODES, Outcome, Transport
 from .protocol import encode_push
 from .quarantine import Quarantine
-from .restore import PullResult, pull_into
+from .restore import PullResult, SetAsideFile, pull_into
 from .status import Rejected, ReplicationStatus
 
 log = logging.getLogger("sovseal.replication")
@@ -91,6 +91,7 @@ class Replicator:
         self._pull_lock = threading.Lock()
         self._pull_waiting = 0  # what the last pull left waiting for a parent
         self._pull_error: str | None = None
+        self._set_aside = len(SetAsideFile(store.directory).load())  # items set aside by pulls, kept on disk
         # Acks are journaled by a second thread so the next push overlaps the ack's fsync, and
         # acks that queue up meanwhile share one fsync. Ids wait in ``_acking`` until journaled.
         self._acking: set[str] = set()
@@ -423,6 +424,9 @@ class Replicator:
             with self._lock:
                 self._pull_error = None
                 self._pull_waiting = result.waiting
+                self._set_aside = len(SetAsideFile(self._store.directory).load())
+            if result.set_aside:
+                self._safe_emit("set-aside", list(result.set_aside))
             return result
 
     def status(self) -> ReplicationStatus:
@@ -442,6 +446,7 @@ class Replicator:
                 retry_in=retry_in,
                 pull_waiting=self._pull_waiting,
                 pull_error=self._pull_error,
+                set_aside=self._set_aside + self._store.versions_set_aside,
             )
 
     def close(self) -> None:

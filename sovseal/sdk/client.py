@@ -60,7 +60,7 @@ if TYPE_CHECKING:  # numpy, the index (pyarrow, LanceDB) and recall load on firs
     from sovseal.storage.lineage import Lineage
 
 EmbedFn = Callable[[Sequence[str]], Any]
-EVENTS = ("replication-error", "replicated", "conflict")
+EVENTS = ("replication-error", "replicated", "conflict", "set-aside")
 #: The most memories one recall returns.
 MAX_RECALL_K = 1000
 
@@ -331,7 +331,8 @@ class Sovseal:
         self.close()
 
     def on(self, event: str, callback: Callable[..., None]) -> None:
-        """Register a callback for an event (``replication-error``, ``replicated``)."""
+        """Register a callback for an event (``replication-error``, ``replicated``, ``conflict``, ``set-aside``:
+        the ids a pull set aside, see ``ReplicationStatus.set_aside``)."""
         if event not in EVENTS:
             raise InvalidInputError(f"unknown event {event!r}; events are {', '.join(EVENTS)}")
         self._shared.listeners[event].append(callback)
@@ -1169,8 +1170,9 @@ class Sovseal:
     def pull(self, *, progress: Callable[[int, int], None] | None = None) -> PullResult:
         """Fetch this project's items from the server and replay them here: restore on a second device.
 
-        Every record is opened and its snapshot id re-derived before it is written (a forged item
-        raises IntegrityError); then records visible on any branch are embedded locally, since
+        Every record is opened and its snapshot id re-derived before it is written (an item that
+        does not authenticate is set aside and the pull goes on: ``status().replication.set_aside``,
+        the ``set-aside`` event); then records visible on any branch are embedded locally, since
         embeddings never leave a device. ``progress(done, total)`` is called after each page.
         """
         self._check_open()

@@ -116,6 +116,18 @@ class _NotYet(Exception):
     """An imported item refers to something not imported yet."""
 
 
+def _depends_on(item: WireItem) -> set[str]:
+    """The ids an imported item must find here before it applies: parents, target, erased records."""
+    return {item.parent, *item.parents, *(wire for wire, _ in item.erased)} - {""}
+
+
+def _set_aside(item: WireItem, set_aside: set[str], why: str) -> None:
+    """Record a pulled item that does not authenticate (or depends on one that did not); log it once."""
+    if item.id not in set_aside:
+        set_aside.add(item.id)
+        log.warning("pulled %s %s does not authenticate and was set aside (never applied): %s", item.kind, item.id, why)
+
+
 #: How far ahead of this device's clock an imported time may be (clocks of two devices differ).
 _CLOCK_SKEW = 86_400.0
 
@@ -1209,7 +1221,7 @@ class LocalStore:
             for start in range(0, len(known), _ACKS_PER_FRAME):
                 self._append([fr.AckFrame(tuple(known[start : start + _ACKS_PER_FRAME]))])
 
-    def import_items(self, items: list[WireItem]) -> list[WireItem]:
+    def import_items(self, items: list[WireItem], set_aside: set[str] | None = None) -> list[WireItem]:
         """Replay items pulled from a server, in order; returns the suffix that must wait.
 
         Order matters (a branch event moves a HEAD relative to the records before it), so
@@ -1218,13 +1230,30 @@ class LocalStore:
         opened and its snapshot id re-derived before it is written, and the sealed bytes are
         kept as they came, so this device never re-encrypts them. Items already present are
         skipped, so a pull can be repeated safely.
+
+        Without ``set_aside`` an item that does not authenticate raises IntegrityError (an import
+        of a file the caller chose). With it (a pull), such an item is set aside instead: its id
+        joins ``set_aside``, it is logged once, never applied, and the items after it go on, so one
+        forgery cannot stop replication for good. An item that waits on an id in ``set_aside``
+        (its parent, target or an erased record) is set aside too: nothing genuine depends on a
+        forgery, so it would otherwise wait for ever.
         """
         with self.unsynced_batch():
             for position, item in enumerate(items):
                 try:
                     frame = self._from_wire(item)
                 except _NotYet:
+                    if set_aside is not None and not set_aside.isdisjoint(_depends_on(item)):
+                        _set_aside(item, set_aside, "it depends on an item set aside")
+                        continue
                     return list(items[position:])
+                except IntegrityError as exc:
+                    if set_aside is None:
+                        raise
+                    _set_aside(item, set_aside, str(exc))
+                    continue
+                if set_aside is not None:
+                    set_aside.discard(item.id)  # set aside once (altered bytes), genuine now
                 if frame is None:
                     continue
                 if isinstance(frame, fr.RecordFrame) and frame.wire_id in self._lineage.by_wire:
@@ -1265,9 +1294,12 @@ class LocalStore:
                 raise IntegrityError(f"replicated record {item.id} names two different first parents; it was not imported")
             if held is not None:  # another version of a snapshot held here: a forged one is set aside
                 return self._version_from_wire(item, lineage.nodes[held], hlc, flags, after, parents)
-            if any(p not in lineage.by_wire for p in parents) or bytes.fromhex(item.branch) not in lineage.branches:
+            if any(p not in lineage.by_wire for p in parents):
                 raise _NotYet
-            return self._record_from_wire(item, ident, hlc, flags, after, parents)
+            frame = self._record_from_wire(item, ident, hlc, flags, after, parents)  # a forgery fails here, branch or not
+            if frame.branch_id not in lineage.branches:
+                raise _NotYet
+            return frame
         if hashlib.sha256(item.sealed).hexdigest() != item.id:
             raise IntegrityError(f"replicated event {item.id} does not match its bytes; it was not imported")
         if ident in lineage.events:
