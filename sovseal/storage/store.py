@@ -1294,12 +1294,9 @@ class LocalStore:
                 raise IntegrityError(f"replicated record {item.id} names two different first parents; it was not imported")
             if held is not None:  # another version of a snapshot held here: a forged one is set aside
                 return self._version_from_wire(item, lineage.nodes[held], hlc, flags, after, parents)
-            if any(p not in lineage.by_wire for p in parents):
+            if any(p not in lineage.by_wire for p in parents) or bytes.fromhex(item.branch) not in lineage.branches:
                 raise _NotYet
-            frame = self._record_from_wire(item, ident, hlc, flags, after, parents)  # a forgery fails here, branch or not
-            if frame.branch_id not in lineage.branches:
-                raise _NotYet
-            return frame
+            return self._record_from_wire(item, ident, hlc, flags, after, parents)
         if hashlib.sha256(item.sealed).hexdigest() != item.id:
             raise IntegrityError(f"replicated event {item.id} does not match its bytes; it was not imported")
         if ident in lineage.events:
