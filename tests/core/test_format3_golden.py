@@ -19,6 +19,7 @@ import pytest
 
 from sovseal import Sovseal
 from sovseal.storage.journal import JOURNAL_HEADER
+from tests.core.data.make_format3 import observe
 from tests.fakes import fake_embed
 
 DATA = Path(__file__).parent / "data" / "format3"
@@ -37,19 +38,6 @@ def _format(path: Path) -> int:
     return int(JOURNAL_HEADER.unpack_from((path / "journal.log").read_bytes())[1])
 
 
-def _observed(mem: Sovseal) -> dict[str, object]:
-    out: dict[str, object] = {}
-    for branch in mem.branches():
-        view = mem.view(branch)
-        state = view.state()
-        out[branch] = {
-            "state": state,
-            "log": [[e.snapshot_id, e.parent_id, e.seq, e.op, e.path] for e in view.log()],
-            "reinforced": {p: view.get(p).reinforce_count for p in sorted(state)},
-        }
-    return out
-
-
 def test_the_golden_store_is_small_and_format_3() -> None:
     size = sum(p.stat().st_size for p in DATA.rglob("*") if p.is_file())
     assert size < 200_000
@@ -59,7 +47,7 @@ def test_the_golden_store_is_small_and_format_3() -> None:
 def test_it_reads_as_the_release_that_wrote_it(store: Path) -> None:
     with Sovseal(store, key=KEY, embedder=fake_embed) as mem:
         assert sorted(mem.branches()) == sorted(EXPECTED["branches"]) == ["draft", "main", "try"]
-        assert _observed(mem) == EXPECTED["branches"]
+        assert observe(mem)["branches"] == EXPECTED["branches"]
         assert mem.branch == "main"
         report = mem.verify()
         assert report.ok, report
@@ -73,7 +61,7 @@ def test_it_reads_as_the_release_that_wrote_it(store: Path) -> None:
 def test_a_read_only_open_reads_it_and_writes_nothing(store: Path) -> None:
     before = {p.relative_to(store): p.read_bytes() for p in store.rglob("*") if p.is_file() and "index" not in p.parts}
     with Sovseal(store, key=KEY, embedder=fake_embed, read_only=True) as mem:
-        assert _observed(mem) == EXPECTED["branches"]
+        assert observe(mem)["branches"] == EXPECTED["branches"]
         assert mem.verify().ok
     after = {p.relative_to(store): p.read_bytes() for p in store.rglob("*") if p.is_file() and "index" not in p.parts}
     assert {k: v for k, v in after.items() if not k.name.endswith("lock") and k.name != "LOCK"} == {
